@@ -1,0 +1,62 @@
+"""`ncclbot` command line: one sub-command per module in bot/commands, each with `register(subparsers)`.
+
+Exit status (DESIGN.md): 0 done (an `unknown` diagnosis included), 2 unusable input or usage
+(one line on stderr, no traceback), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from matcher.model import InputError
+
+# Each module defines `register(subparsers)`, which adds its parser(s) with `set_defaults(handler=...)`;
+# a handler takes the parsed namespace and returns the exit status.
+COMMAND_MODULES = (
+    "bot.commands.diagnose",
+    "bot.commands.eval",
+    "bot.commands.runbook",
+    "bot.commands.store",
+    "bot.commands.probe",
+)
+
+
+class UsageError(Exception):
+    """Wrong arguments detected after parsing (exit status 2, one line)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ncclbot",
+        description="Diagnose failed distributed PyTorch / NCCL training jobs from their logs.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+        return status
+    except (InputError, UsageError) as error:
+        print(f"ncclbot: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ncclbot: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Placeholder: the owning issue fills this in."""

@@ -1,0 +1,1 @@
+"""NCCL incident bot: matcher (logs -> diagnosis)."""

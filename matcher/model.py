@@ -1,0 +1,224 @@
+"""Plain data that crosses the matcher's stage boundaries (read -> scan -> analyze -> Diagnosis).
+
+Every stage is a function over these types; nothing here does I/O. `Diagnosis.to_json()` is the
+`ncclbot diagnose --json` contract of DESIGN.md (without `runbook` / `incident`, which later stages add).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["root", "cascade", "context"]
+FieldValue = str | int | float
+
+SCHEMA_VERSION = 1
+
+# Field names that signatures extract and that the analysis, the runbook templates and the store read.
+# A signature may only declare fields from this set (the catalog loader checks it), so the names stay
+# one vocabulary across the project.
+KNOWN_FIELDS: frozenset[str] = frozenset(
+    {
+        "rank",  # global rank
+        "local_rank",
+        "pg_rank",  # rank inside a process group ([Rank N] / [PG ... Rank N])
+        "pg",  # process group id / name
+        "host",
+        "pid",
+        "device",  # CUDA device index or GPU bus id
+        "seqnum",
+        "optype",
+        "numel_in",
+        "numel_out",
+        "timeout_ms",
+        "elapsed_ms",
+        "last_enqueued",
+        "last_completed",
+        "last_started",
+        "interface",
+        "ip",
+        "port",
+        "peer",  # remote host/ip:port or rank named by a transport error
+        "xid",
+        "nccl_version",
+        "cuda_version",
+        "driver_version",
+        "torch_version",
+        "exit_code",
+        "signal",
+        "error_code",  # e.g. CUDA error number (802), ibv status, errno
+        "vendor_err",
+        "gid_index",
+        "world_size",
+        "other_rank",  # second rank of a pair (duplicate GPU, mismatch peer)
+        "task",  # Slurm task id
+        "job_id",
+        "bytes",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One log line after decoding and prefix peeling.
+
+    `source` is the display name of the file (archive members as `bundle.tar.gz!attempt_0/3/stderr.log`),
+    `lineno` 1-based within that file. `text` has ANSI codes and launcher/log prefixes removed; `raw` is
+    the decoded line as written (capped), for evidence excerpts. `time` is epoch seconds when a timestamp
+    was recognised (year inferred where the format has none).
+    """
+
+    source: str
+    lineno: int
+    text: str
+    raw: str = ""
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    time: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A signature matched a line: what it means (classes, role) and what it extracted (fields)."""
+
+    signature: str
+    classes: tuple[str, ...]
+    role: Role
+    line: Line
+    fields: Mapping[str, FieldValue] = field(default_factory=dict)
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    source: str
+    line: int
+    text: str
+    signature: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "line": self.line, "text": self.text, "signature": self.signature}
+
+
+@dataclass(frozen=True, slots=True)
+class ClassScore:
+    """One ranked root-cause hypothesis."""
+
+    class_id: str
+    confidence: float
+    title: str
+    evidence: tuple[Evidence, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "class": self.class_id,
+            "confidence": round(self.confidence, 3),
+            "title": self.title,
+            "evidence": [e.to_json() for e in self.evidence],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Culprit:
+    ranks: tuple[int, ...]
+    hosts: tuple[str, ...]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ranks": list(self.ranks), "hosts": list(self.hosts), "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    bytes: int = 0
+    lines: int = 0
+    ranks: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "lines": self.lines, "ranks": self.ranks, "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """What the matcher concluded. Pure data; JSON-able through `to_json`.
+
+    `facts` holds the values that make a runbook specific and feed the store: keys from KNOWN_FIELDS
+    (`timeout_ms`, `seqnum`, `optype`, `interface`, `nccl_version`, `xid`, `world_size`, ...) taken from the
+    evidence of the primary class, plus `culprit_host` / `culprit_rank` when a culprit is named.
+    `no_culprit_reason` says why `culprit` is None when the logs cannot name one.
+    """
+
+    diagnoses: tuple[ClassScore, ...]
+    culprit: Culprit | None
+    symptom: str | None
+    stats: Stats
+    facts: Mapping[str, FieldValue] = field(default_factory=dict)
+    no_culprit_reason: str | None = None
+
+    @property
+    def primary(self) -> ClassScore:
+        return self.diagnoses[0]
+
+    @property
+    def signature_ids(self) -> tuple[str, ...]:
+        """Sorted, de-duplicated signature ids behind the primary class (fingerprint input)."""
+        return tuple(sorted({e.signature for e in self.primary.evidence}))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "diagnoses": [d.to_json() for d in self.diagnoses],
+            "culprit": self.culprit.to_json() if self.culprit else None,
+            "symptom": self.symptom,
+            "stats": self.stats.to_json(),
+        }
+
+
+class InputError(Exception):
+    """Unusable input (binary, empty, too large once decompressed, hostile archive...).
+
+    The CLI prints `str(error)` as one line and exits with status 2; the message must make sense alone.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSummary:
+    """What the scanner saw of one input file: the analysis uses it for "absence is signal"
+    (a rank whose file went quiet early or says nothing) and for the rank count."""
+
+    name: str
+    rank: int | None
+    host: str | None
+    lines: int
+    bytes: int
+    first_time: float | None = None
+    last_time: float | None = None
+    ranks_seen: tuple[int, ...] = ()  # ranks attributed to lines of this file (interleaved files hold many)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    observations: tuple[Observation, ...]
+    sources: tuple[SourceSummary, ...]
+    stats: Stats
+
+
+@dataclass(frozen=True, slots=True)
+class FRFinding:
+    """Flight Recorder verdict over all dumps of one job (`matcher.flight_recorder.analyze_dumps`).
+
+    `culprit_ranks` empty means the dumps cannot name one; `reason` says why either way.
+    """
+
+    ranks_dumped: tuple[int, ...]
+    culprit_ranks: tuple[int, ...]
+    reason: str
+    kind: Literal["missing-ranks", "mismatch", "behind", "all-stuck", "no-issue"]
+    pg: str | None = None
+    seqnum: int | None = None
+    optype: str | None = None
+    evidence: tuple[Evidence, ...] = ()
