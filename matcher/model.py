@@ -90,6 +90,9 @@ class Observation:
     line: Line
     fields: Mapping[str, FieldValue] = field(default_factory=dict)
     weight: float = 1.0
+    # Cascade signatures name the symptom they establish ("collective-timeout", "communicator-aborted",
+    # "peer-closed", "sigabrt", "child-failed", ...); None for root and context signatures.
+    symptom: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
