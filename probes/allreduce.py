@@ -19,6 +19,7 @@ checking in) or corrupt:RANK (that rank alters its result after every collective
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
@@ -53,7 +54,7 @@ from probes.verdict import decide
 
 FAULT_ENV = "NCCLBOT_PROBE_FAULT"
 # Ranks end themselves this long after the deadline if nothing else has ended them.
-SELF_DESTRUCT_GRACE_S = 10.0
+SELF_DESTRUCT_GRACE_S = 5.0
 ELEMENT_BYTES = 4  # float32
 PATTERN_PERIOD = 251
 CONTRIB_PERIOD = 13
@@ -220,10 +221,8 @@ def versions(torch: Any) -> dict[str, str]:
     if torch.version.cuda:
         found["cuda"] = str(torch.version.cuda)
     if torch.cuda.is_available():
-        try:
+        with contextlib.suppress(AttributeError, RuntimeError):
             found["nccl"] = ".".join(str(part) for part in torch.cuda.nccl.version())
-        except (AttributeError, RuntimeError):
-            pass
     return found
 
 
@@ -411,10 +410,8 @@ def run_rank(opts: ProbeOptions) -> int:
             os._exit(1)
     if coordinator is not None:
         coordinator.join()
-    try:
+    with contextlib.suppress(Exception):  # teardown after a failed run is best effort
         dist.destroy_process_group()
-    except Exception:  # teardown after a failed run is best effort
-        pass
     return outcome.get("code", 0)
 
 

@@ -106,7 +106,7 @@ def nccl_choice(interfaces: list[Interface], env: Mapping[str, str]) -> list[Int
 
 
 def gloo_choice(interfaces: list[Interface], env: Mapping[str, str], hostname: str) -> list[Interface]:
-    """Interface Gloo would bind: GLOO_SOCKET_IFNAME, else the one holding the address the hostname resolves to."""
+    """Interface Gloo would bind: GLOO_SOCKET_IFNAME, else the one holding the hostname's address."""
     spec = env.get("GLOO_SOCKET_IFNAME")
     if spec:
         return [i for i in interfaces if i.name in spec.split(",") and i.up and i.ipv4]
@@ -119,7 +119,9 @@ def gloo_choice(interfaces: list[Interface], env: Mapping[str, str], hostname: s
     return [i for i in interfaces if i.ipv4 == address]
 
 
-def check_interfaces(env: Mapping[str, str], *, multi_host: bool, interfaces: list[Interface] | None = None) -> Check:
+def check_interfaces(
+    env: Mapping[str, str], *, multi_host: bool, interfaces: list[Interface] | None = None
+) -> Check:
     interfaces = list_interfaces() if interfaces is None else interfaces
     hostname = socket.gethostname()
     listing = ", ".join(f"{i.name}={i.ipv4 or '-'}{'' if i.up else '(down)'}" for i in interfaces)
@@ -202,7 +204,9 @@ def check_gpus(expected: int | None) -> Check:
     ecc = [r for r in rows if len(r) > 3 and r[3].isdigit() and int(r[3]) > 0]
     evidence = f"{len(rows)} GPUs: " + "; ".join(" ".join(r[:3]) for r in rows)
     if ecc:
-        return Check("gpus", "fail", "uncorrected ECC errors: " + "; ".join(f"GPU {r[0]}: {r[3]}" for r in ecc))
+        return Check(
+            "gpus", "fail", "uncorrected ECC errors: " + "; ".join(f"GPU {r[0]}: {r[3]}" for r in ecc)
+        )
     if expected is not None and len(rows) < expected:
         return Check("gpus", "fail", f"expected {expected} GPUs, found {evidence}")
     return Check("gpus", "pass", evidence)
@@ -220,7 +224,9 @@ def check_xid() -> Check:
     hits = [line.strip() for line in out.stdout.splitlines() if XID_LINE.search(line)]
     if hits:
         codes = sorted({m.group(2) for line in hits if (m := XID_LINE.search(line))})
-        return Check("xid", "fail", f"{len(hits)} Xid events (codes {', '.join(codes)}); last: {hits[-1][:300]}")
+        return Check(
+            "xid", "fail", f"{len(hits)} Xid events (codes {', '.join(codes)}); last: {hits[-1][:300]}"
+        )
     return Check("xid", "pass", "no NVRM Xid lines in the kernel log")
 
 
@@ -229,7 +235,9 @@ def check_topology() -> Check:
     if out is None:
         return Check("topology", "skipped", "nvidia-smi not installed")
     if out.returncode != 0:
-        return Check("topology", "warn", f"nvidia-smi topo exited {out.returncode}: {out.stderr.strip()[:200]}")
+        return Check(
+            "topology", "warn", f"nvidia-smi topo exited {out.returncode}: {out.stderr.strip()[:200]}"
+        )
     gpu_rows = [line for line in out.stdout.splitlines() if line.startswith("GPU")]
     matrix = " | ".join(re.sub(r"\s+", " ", row).strip() for row in gpu_rows)[:600]
     # Between GPUs, SYS/NODE paths mean no NVLink and traffic crosses the CPU interconnect.
@@ -246,7 +254,9 @@ def check_acs() -> Check:
         return Check("acs", "skipped", f"lspci exited {out.returncode}")
     enabled = [line.strip() for line in out.stdout.splitlines() if "ACSCtl:" in line and "SrcValid+" in line]
     if enabled:
-        return Check("acs", "warn", f"ACS enabled on {len(enabled)} PCIe bridges (blocks GPU P2P): {enabled[0]}")
+        return Check(
+            "acs", "warn", f"ACS enabled on {len(enabled)} PCIe bridges (blocks GPU P2P): {enabled[0]}"
+        )
     return Check("acs", "pass", "no PCIe bridge with ACS source validation enabled")
 
 

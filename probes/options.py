@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -112,15 +113,22 @@ def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-bytes", type=_size_arg, help="sweep end, doubling (default 1G with NCCL, 16M with Gloo on CPU)"
     )
     parser.add_argument("--iters", type=int, default=5, help="timed iterations per size (default 5)")
-    parser.add_argument("--p2p-bytes", type=_size_arg, help="ring send/recv message size (default min(max, 64M))")
     parser.add_argument(
-        "--deadline", type=float, default=DEFAULT_DEADLINE_S, help="hard deadline for the whole probe, seconds"
+        "--p2p-bytes", type=_size_arg, help="ring send/recv message size (default min(max, 64M))"
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=DEFAULT_DEADLINE_S,
+        help="hard deadline for the whole probe, seconds",
     )
     parser.add_argument("--no-checks", action="store_true", help="skip the node checks")
     parser.add_argument("--baselines", help="JSON file of per-SKU busbw baselines (see probes.baselines)")
     parser.add_argument("--nproc", type=int, help="local ranks to start when not under torchrun")
     parser.add_argument("--nnodes", type=int, default=1, help="nodes taking part (each runs this command)")
-    parser.add_argument("--node-rank", type=int, default=0, help="this node's index among --nnodes")
+    parser.add_argument(
+        "--node-rank", type=int, help="this node's index among --nnodes (default: $SLURM_NODEID, else 0)"
+    )
     parser.add_argument("--master-addr", help="address of node 0 (default 127.0.0.1 on a single node)")
     parser.add_argument("--master-port", type=int, help="rendezvous port on node 0 (default: a free port)")
 
@@ -132,6 +140,9 @@ def options_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         parser.error("--deadline must be positive")
     if args.nproc is not None and args.nproc < 1:
         parser.error("--nproc must be at least 1")
+    if args.node_rank is None:
+        # Under `srun` every node runs the same argument list; Slurm tells each which one it is.
+        args.node_rank = int(os.environ.get("SLURM_NODEID", "0")) if args.nnodes > 1 else 0
     if not 0 <= args.node_rank < args.nnodes:
         parser.error("--node-rank must be in [0, --nnodes)")
     if args.nnodes > 1 and (not args.master_addr or not args.master_port):

@@ -46,7 +46,8 @@ def describe(record: dict[str, Any]) -> str:
     if event == "initialized":
         return f"{where} joined the {record.get('backend', '?')} process group"
     if event == "size":
-        return f"allreduce {human_bytes(int(record.get('bytes', 0)))}: {record.get('busbw_gbps', 0):.2f} GB/s busbw"
+        size = human_bytes(int(record.get("bytes", 0)))
+        return f"allreduce {size}: {record.get('busbw_gbps', 0):.2f} GB/s busbw"
     if event == "sendrecv":
         return "ring send/recv pass done"
     if event == "done":

@@ -61,7 +61,9 @@ class Sideband:
     def snapshot(self, world_size: int) -> list[RankReport]:
         reports = []
         for rank in range(world_size):
-            phase = self.store.get(PHASE + str(rank)).decode() if self.store.check([PHASE + str(rank)]) else None
+            phase = (
+                self.store.get(PHASE + str(rank)).decode() if self.store.check([PHASE + str(rank)]) else None
+            )
             reports.append(
                 RankReport(
                     rank=rank,
@@ -86,7 +88,12 @@ class RankReport:
 
 
 def wait_for_outcome(
-    sideband: Sideband, world_size: int, deadline_at: float, *, error_grace_s: float = 3.0, poll_s: float = 0.1
+    sideband: Sideband,
+    world_size: int,
+    deadline_at: float,
+    *,
+    error_grace_s: float = 3.0,
+    poll_s: float = 0.1,
 ) -> bool:
     """Block until every rank finished, or errors settled, or the deadline; True when all finished."""
     first_error: float | None = None

@@ -9,6 +9,7 @@ result that names the ranks that never checked in. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -24,8 +25,8 @@ from probes.options import ProbeOptions
 from probes.report import render_text
 from probes.result import ProbeResult, RankResult, find_result_line
 
-# The ranks end themselves 10 s after the deadline; the spawner kills what is left a little later.
-KILL_AFTER_DEADLINE_S = 12.0
+# The ranks end themselves 5 s after the deadline; the spawner kills what is left a little later.
+KILL_AFTER_DEADLINE_S = 7.0
 # Once rank 0 has exited, the others get this long to finish before they are killed.
 PEER_GRACE_S = 3.0
 CPU_DEFAULT_NPROC = 2
@@ -72,10 +73,8 @@ class RankProcess:
 
     def kill(self) -> None:
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.process.wait()
 
     def drain(self) -> None:
@@ -134,7 +133,9 @@ def spawn_local_ranks(opts: ProbeOptions, argv: list[str]) -> int:
     if result is not None or (not opts.json and output.strip()):
         sys.stdout.write(output)
         sys.stdout.flush()
-        return 0 if result is None or result.verdict != "failed" else 1
+        if result is not None:
+            return 1 if result.verdict == "failed" else 0
+        return 0 if leader.process.returncode == 0 else 1
     synthesized = missing_result(tracker, children, nproc, world, timed_out, opts.deadline)
     sys.stdout.write((synthesized.to_json() if opts.json else render_text(synthesized)) + "\n")
     sys.stdout.flush()

@@ -18,16 +18,18 @@ def _ranges(sizes: list[int]) -> str:
 
 
 def failure_reasons(result: ProbeResult, *, deadline_s: float | None = None) -> list[str]:
-    reasons: list[str] = []
     by_deadline = f" before the {deadline_s:g} s deadline" if deadline_s else ""
+    # Ranks that never arrived come first: the errors and stalls of the others usually follow from them.
+    missing, errors, stalled = [], [], []
     for rank in result.ranks:
         where = f"rank {rank.rank}" + (f" ({rank.host})" if rank.host else "")
         if not rank.arrived:
-            reasons.append(f"rank {rank.rank} never arrived{by_deadline}")
+            missing.append(f"rank {rank.rank} never arrived{by_deadline}")
         elif rank.error:
-            reasons.append(f"{where} failed: {rank.error}")
+            errors.append(f"{where} failed: {rank.error}")
         elif not rank.finished:
-            reasons.append(f"{where} did not finish{by_deadline} (last seen: {rank.phase or 'unknown'})")
+            stalled.append(f"{where} did not finish{by_deadline} (last seen: {rank.phase or 'unknown'})")
+    reasons = missing + errors + stalled
     wrong: dict[int, list[int]] = {}
     for size in result.results:
         for rank_id in size.wrong_ranks:
@@ -57,7 +59,9 @@ def degradation_reasons(result: ProbeResult) -> list[str]:
     return reasons
 
 
-def decide(result: ProbeResult, *, deadline_s: float | None = None, extra_degraded: list[str] | None = None) -> None:
+def decide(
+    result: ProbeResult, *, deadline_s: float | None = None, extra_degraded: list[str] | None = None
+) -> None:
     """Set `result.verdict` and `result.reasons` in place."""
     failed = failure_reasons(result, deadline_s=deadline_s)
     degraded = degradation_reasons(result) + list(extra_degraded or [])
