@@ -137,7 +137,7 @@ class Store:
                 return self._incident_record(session, earlier, new_incident=False, duplicate=True)
 
             node = self._node(session, hosts[0], cluster, at) if hosts else None
-            incident = self._open_incident_for(session, fingerprint, at)
+            incident = self._open_incident_for(session, fingerprint, cluster, at)
             new_incident = incident is None
             if incident is None:
                 incident = Incident(
@@ -191,12 +191,17 @@ class Store:
         if self.engine.dialect.name == "postgresql":
             session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(fingerprint)})
 
-    def _open_incident_for(self, session: Session, fingerprint: str, at: datetime) -> Incident | None:
+    def _open_incident_for(
+        self, session: Session, fingerprint: str, cluster: str | None, at: datetime
+    ) -> Incident | None:
+        """The incident this occurrence joins: same fingerprint and cluster, not resolved, seen within
+        the window (either side, so that late-arriving diagnoses group too)."""
         window = self.incident_window
         return session.scalar(
             select(Incident)
             .where(
                 Incident.fingerprint == fingerprint,
+                Incident.cluster.is_(None) if cluster is None else Incident.cluster == cluster,
                 Incident.status != STATUS_RESOLVED,
                 Incident.last_seen >= at - window,
                 Incident.first_seen <= at + window,
