@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -13,12 +14,8 @@ from probes.result import ProbeResult
 
 
 def probe_argv(opts: ProbeOptions, python: str = sys.executable) -> list[str]:
-    forced = ProbeOptions(**{**_fields(opts), "json": True})
+    forced = dataclasses.replace(opts, json=True)
     return [python, "-m", "probes.allreduce", *forced.to_argv()]
-
-
-def _fields(opts: ProbeOptions) -> dict[str, object]:
-    return {name: getattr(opts, name) for name in opts.__slots__}  # type: ignore[attr-defined]
 
 
 def launch(
