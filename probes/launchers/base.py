@@ -4,6 +4,7 @@ turning what came back into a ProbeResult (the probe's own, or a clear failure).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -111,10 +112,8 @@ def run_command(
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
     for reader in readers:
         reader.join(timeout=2.0)
