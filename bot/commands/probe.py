@@ -73,23 +73,21 @@ def _handle(args: argparse.Namespace) -> int:
             console.print(f"[dim]probe:[/] {line}")
 
     keys = args.ssh_key or [k for k in [os.environ.get("NCCLBOT_SSH_KEY")] if k]
-    configs = {
-        "ssh": SshConfig(
-            username=args.ssh_user,
-            port=args.ssh_port,
-            client_keys=keys,
-            known_hosts=args.ssh_known_hosts,
-            python=args.remote_python,
-            pythonpath=args.remote_pythonpath,
-        ),
-        "slurm": SlurmConfig(
-            partition=args.partition,
-            gpus_per_node=args.gpus_per_node,
-            python=args.remote_python,
-            env={"PYTHONPATH": args.remote_pythonpath} if args.remote_pythonpath else {},
-        ),
-        "k8s": KubernetesConfig(namespace=args.namespace, image=args.image),
-    }
+    ssh_config = SshConfig(
+        username=args.ssh_user,
+        port=args.ssh_port,
+        client_keys=keys,
+        known_hosts=args.ssh_known_hosts,
+        python=args.remote_python,
+        pythonpath=args.remote_pythonpath,
+    )
+    slurm_config = SlurmConfig(
+        partition=args.partition,
+        gpus_per_node=args.gpus_per_node,
+        python=args.remote_python,
+        env={"PYTHONPATH": args.remote_pythonpath} if args.remote_pythonpath else {},
+    )
+    k8s_config = KubernetesConfig(namespace=args.namespace, image=args.image)
 
     def probe(nodes: Sequence[str]) -> ProbeResult:
         started = datetime.now(UTC)
@@ -100,9 +98,9 @@ def _handle(args: argparse.Namespace) -> int:
                 opts,
                 on_progress=on_progress,
                 timeout=args.timeout,
-                ssh=configs["ssh"],
-                slurm=configs["slurm"],
-                k8s=configs["k8s"],
+                ssh=ssh_config,
+                slurm=slurm_config,
+                k8s=k8s_config,
             )
         except LaunchError as error:
             raise UsageError(str(error)) from error
