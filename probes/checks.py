@@ -26,6 +26,7 @@ TOOL_TIMEOUT_S = 10.0
 # that is not the training fabric): a collective bound to one of them cannot reach the peers.
 SHADOW_PREFIXES = ("docker", "virbr", "tailscale", "lo", "br-", "veth", "cni", "flannel", "podman", "zt")
 SIOCGIFADDR = 0x8915
+IFF_UP = 0x1
 SHM_FAIL_BYTES = 256 << 20
 SHM_WARN_BYTES = 1 << 30
 
@@ -70,13 +71,12 @@ def list_interfaces(sys_net: Path = Path("/sys/class/net")) -> list[Interface]:
     interfaces = []
     for entry in sorted(sys_net.iterdir()) if sys_net.is_dir() else []:
         try:
-            state = (entry / "operstate").read_text().strip()
             flags = int((entry / "flags").read_text().strip(), 16)
-        except OSError:
+        except (OSError, ValueError):
             continue
-        # operstate is "unknown" for lo and some virtual links; IFF_UP (bit 0) is the admin state.
-        up = state == "up" or (state == "unknown" and bool(flags & 1))
-        interfaces.append(Interface(entry.name, up, _ipv4_of(entry.name)))
+        # The administrative state (IFF_UP), not the carrier: a bridge without ports (docker0 with no
+        # containers) has no carrier, yet NCCL and Gloo still bind its address.
+        interfaces.append(Interface(entry.name, bool(flags & IFF_UP), _ipv4_of(entry.name)))
     return interfaces
 
 
