@@ -162,10 +162,32 @@ class PrefixedReader(io.RawIOBase):
         super().close()
 
 
+class _ReadOne(io.RawIOBase):
+    """Reads through `read1`, so data decoded before a truncation error is delivered, not lost.
+
+    (`GzipFile.read(n)` gathers n bytes through a buffer and drops them all when the stream ends early.)
+    """
+
+    def __init__(self, inner: gzip.GzipFile) -> None:
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.inner.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
 def decompressor(kind: str, raw: BinaryIO) -> BinaryIO:
     """A decompressing reader over `raw` for one of the single-stream formats `sniff` recognises."""
     if kind == "gzip":
-        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
+        return as_binary(_ReadOne(gzip.GzipFile(fileobj=raw, mode="rb")))
     if kind == "zstd":
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
         return cast(BinaryIO, reader)
