@@ -39,8 +39,9 @@ tag in the message (`[PG 0 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`: P
 order, so its rank is global), else the Slurm label — unless a torchrun tee tag is also present (torchrun
 under srun: the task id is then a node index, not a rank) — else `Source.rank` from the path. Other
 `[PG ...]` and bare `[Rank N]` tags are PG-local ranks: they stay in the text for the signatures.
-Times: wall times read as UTC (see `matcher.timestamps`); formats without a year use `year` or the current
-one. Host: NCCL header, else syslog host, else Ray ip, else `Source.host`.
+Times: wall times read as UTC (see `matcher.timestamps`); formats without a year use `year`, else
+`Source.year` (the first dated timestamp near the start of the file), else the current year.
+Host: NCCL header, else syslog host, else Ray ip, else `Source.host`.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def parse_line(raw: bytes, source: Source, lineno: int, *, year: int | None = No
     """The message of one physical line (its last meaningful fragment), attributed. Never raises."""
     try:
         fragments = _fragments(_decode(raw))
-        return _attribute(fragments[-1] if fragments else "", source, lineno, year)
+        return _attribute(fragments[-1] if fragments else "", source, lineno, _year(year, source))
     except Exception:  # hostile bytes must cost a line's attribution, never the diagnosis
         text = raw.decode("utf-8", errors="replace")
         return Line(source.name, lineno, text=text, raw=text[:RAW_CAP], rank=source.rank, host=source.host)
@@ -220,9 +221,13 @@ def parse_segments(raw: bytes, source: Source, lineno: int, *, year: int | None 
     """Every meaningful fragment of a physical line (see the module note), in order. Never raises."""
     try:
         fragments = _fragments(_decode(raw)) or [""]
-        return tuple(_attribute(fragment, source, lineno, year) for fragment in fragments)
+        return tuple(_attribute(fragment, source, lineno, _year(year, source)) for fragment in fragments)
     except Exception:
         return (parse_line(raw, source, lineno, year=year),)
+
+
+def _year(year: int | None, source: Source) -> int | None:
+    return year if year is not None else source.year
 
 
 def _decode(raw: bytes) -> str:

@@ -61,6 +61,7 @@ from matcher.streams import (
     one_line,
     read_head,
 )
+from matcher.timestamps import year_hint
 
 SourceKind = Literal["text", "flight-recorder"]
 
@@ -101,6 +102,8 @@ class Source:
     rank: int | None = None
     host: str | None = None
     kind: SourceKind = "text"
+    # The first calendar year written near the start of the file, for timestamps that omit it.
+    year: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +174,8 @@ class _Expander:
         def open_raw() -> BinaryIO:
             return self._open(fs_path, name)
 
-        kind = sniff(self._sniff_head(open_raw, name))
+        head = self._sniff_head(open_raw, name)
+        kind = sniff(head)
         if kind in COMPRESSIONS:
             yield from self._compressed_file(name, kind, open_raw)
         elif kind == "zip":
@@ -179,7 +183,7 @@ class _Expander:
         elif kind == "tar":
             yield from self._tar(name, lambda: self._guard(open_raw(), name, charge=True), reopenable=True)
         else:
-            yield from self._leaf(name, kind, lambda: self._guard(open_raw(), name, charge=True))
+            yield from self._leaf(name, head, lambda: self._guard(open_raw(), name, charge=True))
 
     def stream(self, name: str, raw: BinaryIO) -> Iterator[Source]:
         guarded = self._guard(raw, name, charge=False)
@@ -202,9 +206,9 @@ class _Expander:
             elif inner_kind == "zip":
                 raise InputError(f"{name}: a compressed zip archive cannot be read as a stream")
             else:
-                yield from self._leaf(name, inner_kind, _once(name, lambda: self._charged(body, name)))
+                yield from self._leaf(name, inner_head, _once(name, lambda: self._charged(body, name)))
             return
-        yield from self._leaf(name, kind, _once(name, lambda: self._charged(rest, name)))
+        yield from self._leaf(name, head, _once(name, lambda: self._charged(rest, name)))
 
     def finish(self) -> None:
         if self.usable:
@@ -222,13 +226,14 @@ class _Expander:
             counted = CountingReader(open_raw())
             return self._guard(decompressor(kind, as_binary(counted)), name, charge=charge, counted=counted)
 
-        inner = sniff(self._sniff_head(lambda: open_decompressed(False), name))
+        inner_head = self._sniff_head(lambda: open_decompressed(False), name)
+        inner = sniff(inner_head)
         if inner == "tar":
             yield from self._tar(name, lambda: open_decompressed(True), reopenable=True)
         elif inner == "zip" or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, {inner} inside {kind} (only one level of nesting is read)")
         else:
-            yield from self._leaf(name, inner, lambda: open_decompressed(True))
+            yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
 
     def _tar(self, name: str, open_stream: Opener, reopenable: bool) -> Iterator[Source]:
         """Stream a tar (already decompressed and budget-charged by `open_stream`)."""
@@ -288,14 +293,14 @@ class _Expander:
         kind = sniff(head)
         live_state = {"fresh": True}
 
-        def unwrap_member(member_raw: BinaryIO) -> tuple[Kind, BinaryIO]:
-            """One level of compression inside the archive; returns the content kind and stream."""
+        def unwrap_member(member_raw: BinaryIO, member_head: bytes) -> tuple[bytes, BinaryIO]:
+            """One level of compression inside the archive; returns the content's head and stream."""
             if kind not in COMPRESSIONS:
-                return kind, member_raw
+                return member_head, member_raw
             counted = CountingReader(member_raw)
             inner = self._guard(decompressor(kind, as_binary(counted)), name, charge=True, counted=counted)
             inner_head = read_head(inner, SNIFF_BYTES)
-            return sniff(inner_head), as_binary(PrefixedReader(inner_head, inner))
+            return inner_head, as_binary(PrefixedReader(inner_head, inner))
 
         def reopen() -> BinaryIO:
             if cursor.index == index and live_state["fresh"]:
@@ -303,16 +308,17 @@ class _Expander:
                 return live_stream
             if not reopenable:
                 raise InputError(f"{name}: members of a streamed archive must be read in order, once")
-            return unwrap_member(self._seek_member(open_stream, index, name))[1]
+            return unwrap_member(self._seek_member(open_stream, index, name), b"")[1]
 
-        content_kind, live_stream = unwrap_member(as_binary(PrefixedReader(head, raw)))
+        content_head, live_stream = unwrap_member(as_binary(PrefixedReader(head, raw)), head)
+        content_kind = sniff(content_head)
         if kind in COMPRESSIONS and (content_kind in ARCHIVES or content_kind in COMPRESSIONS):
             self._skip(name, f"{name}: skipped, nested {content_kind} inside an archive (one level is read)")
             return
         if kind in ARCHIVES:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
-        yield from self._leaf(name, content_kind, reopen)
+        yield from self._leaf(name, content_head, reopen)
 
     def _seek_member(self, open_stream: Opener, index: int, name: str) -> BinaryIO:
         stream = open_stream()
@@ -361,39 +367,47 @@ class _Expander:
             )
 
         try:
-            kind = sniff(self._sniff_head(lambda: open_member(False), name))
+            head = self._sniff_head(lambda: open_member(False), name)
         except InputError as error:
             self._skip(name, str(error))
             return
+        kind = sniff(head)
         if kind in ARCHIVES:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
         if kind not in COMPRESSIONS:
-            yield from self._leaf(name, kind, lambda: open_member(True))
+            yield from self._leaf(name, head, lambda: open_member(True))
             return
 
         def open_decompressed(charge: bool) -> BinaryIO:
             counted = CountingReader(open_member(False))
             return self._guard(decompressor(kind, as_binary(counted)), name, charge=charge, counted=counted)
 
-        inner = sniff(self._sniff_head(lambda: open_decompressed(False), name))
+        inner_head = self._sniff_head(lambda: open_decompressed(False), name)
+        inner = sniff(inner_head)
         if inner in ARCHIVES or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, nested {inner} inside an archive (one level is read)")
             return
-        yield from self._leaf(name, inner, lambda: open_decompressed(True))
+        yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
 
     # ---- leaves and helpers -------------------------------------------------------------------
 
-    def _leaf(self, name: str, kind: Kind, opener: Opener) -> Iterator[Source]:
+    def _leaf(self, name: str, head: bytes, opener: Opener) -> Iterator[Source]:
+        """A readable stream: a Source if it is text or a Flight Recorder dump, else tallied."""
+        kind = sniff(head)
         if kind == "empty":
             self.empty.append(name)
+            return
+        if kind in ARCHIVES or kind in COMPRESSIONS:
+            self._skip(name, f"{name}: skipped, nested {kind} (one level of nesting is read)")
             return
         if kind != "text" and kind != "flight-recorder":
             self._skip(name, f"{name} is not a text log (binary data)")
             return
         hints = hints_from_path(name)
         self.usable += 1
-        yield Source(name=name, opener=opener, rank=hints.rank, host=hints.host, kind=kind)
+        year = year_hint(head) if kind == "text" else None
+        yield Source(name=name, opener=opener, rank=hints.rank, host=hints.host, kind=kind, year=year)
 
     def _skip(self, name: str, reason: str) -> None:
         log.warning("%s", reason)

@@ -278,3 +278,12 @@ def test_degenerate_lines_never_raise(raw: bytes) -> None:
     line = parse_line(raw, PLAIN, 1)
     assert isinstance(line.text, str)
     assert parse_segments(raw, PLAIN, 1)
+
+
+def test_source_year_fills_formats_without_one() -> None:
+    dated = Source("d.log", opener=lambda: io.BytesIO(b""), year=2023)  # type: ignore[arg-type, return-value]
+    line = parse_line(b"[rank0]:[E1230 23:59:59.5 x.cpp:1] msg\n", dated, 1)
+    assert line.time == pytest.approx(utc(2023, 12, 30, 23, 59, 59, 0.5))
+    assert parse_line(b"[rank0]:[E1230 23:59:59.5 x.cpp:1] msg\n", dated, 1, year=2021).time == pytest.approx(
+        utc(2021, 12, 30, 23, 59, 59, 0.5)
+    )

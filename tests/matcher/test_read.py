@@ -90,6 +90,9 @@ def test_torchrun_log_dir_is_walked_in_natural_order(tmp_path: Path) -> None:
         ("ip-10-0-1-7/train.log", None, "ip-10-0-1-7"),
         ("nccl_trace_rank_6", 6, None),
         ("train-2024-05.log", None, None),
+        ("020-run-rank2-oom-notes.log", None, None),  # descriptive, not a per-rank file
+        ("rank3_stderr.log", 3, None),
+        ("train_rank3.log", 3, None),
     ],
 )
 def test_rank_and_host_hints_from_path(
@@ -370,3 +373,10 @@ def test_fifo_path_is_read_as_a_stream(tmp_path: Path) -> None:
 def test_source_is_plain_data() -> None:
     source = Source("x", opener=lambda: io.BytesIO(b""))  # type: ignore[arg-type, return-value]
     assert (source.rank, source.host, source.kind) == (None, None, "text")
+
+
+def test_text_sources_carry_the_first_year_written_in_them(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_bytes(b"no date here\n2023-12-30 23:59:58,100 - root - INFO - saving\n")
+    (tmp_path / "b.log").write_bytes(b"[rank0]:[E1230 23:59:59.0 x.cpp:1] no year in this one\n")
+    years = {Path(source.name).name: source.year for source in iter_sources([str(tmp_path)])}
+    assert years == {"a.log": 2023, "b.log": None}
