@@ -32,7 +32,9 @@ are physical `\\n` lines, as an editor shows them. `\\r` is left in place (CRLF 
 rewrites): a physical line holding several `\\r` segments stays one line, and `matcher.prefixes` picks
 the segment that carries the message. NUL bytes and ANSI escape sequences are removed here (they would
 break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
-is cut to that length and the rest dropped. Memory is bounded by about `block_bytes + max_line_bytes`.
+is cut to that length: its start is kept, except for a line of `\r` rewrites, which keeps its start and
+its last segments (the message after a long run of progress bars). Memory stays bounded by about
+`block_bytes + 2 * max_line_bytes`, whatever the input.
 """
 
 from __future__ import annotations
@@ -500,19 +502,19 @@ def iter_blocks(source: Source, limits: ReadLimits | None = None) -> Iterator[Bl
     size = max(limits.block_bytes, 1)
     stream = source.opener()
     lineno = 1
-    carry = b""
-    skipping = False  # inside a line already cut at `cap`: drop bytes up to its newline
+    carry = b""  # the start of a line whose newline has not arrived yet (at most `cap` bytes)
+    long_line: _LongLine | None = None  # a line already past `cap`, reduced to its head and tail
     try:
         while True:
             chunk = _read(stream, size, source.name)
             if not chunk:
                 break
-            if skipping:
+            if long_line is not None:
                 newline = chunk.find(b"\n")
+                long_line.extend(chunk if newline < 0 else chunk[:newline])
                 if newline < 0:
                     continue
-                chunk = chunk[newline:]
-                skipping = False
+                carry, chunk, long_line = long_line.shortened(), chunk[newline:], None
             end = chunk.rfind(b"\n") + 1
             if end:  # one copy: the carried head of a line plus this chunk's whole lines
                 block = carry + chunk[:end] if carry else chunk[:end] if end < len(chunk) else chunk
@@ -520,16 +522,54 @@ def iter_blocks(source: Source, limits: ReadLimits | None = None) -> Iterator[Bl
             else:
                 block, carry = b"", carry + chunk
             if len(carry) > cap:
-                carry = carry[:cap]
-                skipping = True
+                long_line, carry = _LongLine(carry, cap), b""
             if block:
                 block = clean_block(block, cap)
                 yield Block(source, block, lineno)
                 lineno += block.count(b"\n")
+        if long_line is not None:
+            carry = long_line.shortened()
         if carry:
             yield Block(source, clean_block(carry + b"\n", cap), lineno)
     finally:
         stream.close()
+
+
+class _LongLine:
+    """A line longer than `cap`, kept as its first and last `cap` bytes while it streams past."""
+
+    def __init__(self, start: bytes, cap: int) -> None:
+        self.cap = cap
+        self.head = start[:cap]
+        self.tail = start[-cap:]
+        self.has_cr = b"\r" in start
+
+    def extend(self, part: bytes) -> None:
+        if not part:
+            return
+        self.has_cr = self.has_cr or b"\r" in part
+        self.tail = part[-self.cap :] if len(part) >= self.cap else (self.tail + part)[-self.cap :]
+
+    def shortened(self) -> bytes:
+        return shorten_line(self.head, self.tail, self.has_cr, self.cap)
+
+
+def shorten_line(head: bytes, tail: bytes, has_cr: bool, cap: int) -> bytes:
+    """An over-long line cut to `cap` bytes.
+
+    Normally its start (where prefixes and the message begin). A line of `\r` rewrites (tqdm bars
+    followed by the real message) keeps its start and its last segments, joined by `\r`, because the
+    message a terminal shows, and the one that matters, comes last.
+    """
+    if not has_cr:
+        return head[:cap]
+    half = cap // 2
+    room = cap - half - 1
+    ending = tail[len(tail) - room :] if room > 0 else b""
+    first_cr = ending.find(b"\r")
+    if first_cr >= 0:
+        ending = ending[first_cr + 1 :]
+    return head[:half] + b"\r" + ending
 
 
 def _read(stream: BinaryIO, size: int, name: str) -> bytes:
@@ -570,7 +610,9 @@ def _cut_long_lines(block: bytes, cap: int) -> bytes:
         newline = block.find(b"\n", start)
         if newline < 0:  # cannot happen for whole lines; be safe
             newline = length - 1
-        pieces.append(block[kept_from : start + cap])
+        line = block[start:newline]
+        pieces.append(block[kept_from:start])
+        pieces.append(shorten_line(line, line, b"\r" in line, cap))
         kept_from = newline
         start = newline + 1
     if not pieces:
