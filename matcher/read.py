@@ -70,6 +70,7 @@ SourceKind = Literal["text", "flight-recorder"]
 ENV_MAX_INPUT_BYTES = "NCCLBOT_MAX_INPUT_BYTES"
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024**3
 STDIN_NAME = "<stdin>"
+TAR_BUFFER = 1024 * 1024  # tarfile's 10 KiB default makes one Python call per 10 KiB of a big bundle
 
 log = logging.getLogger("ncclbot.read")
 
@@ -146,18 +147,19 @@ class _Expander:
     # ---- entry points -------------------------------------------------------------------------
 
     def path(self, path: str) -> Iterator[Source]:
+        name = display_name(path)
         try:
             info = os.stat(path)
         except FileNotFoundError:
-            raise InputError(f"{path}: no such file or directory") from None
+            raise InputError(f"{name}: no such file or directory") from None
         except OSError as error:
-            raise InputError(f"{path}: cannot read ({one_line(error)})") from None
+            raise InputError(f"{name}: cannot read ({one_line(error)})") from None
         if stat.S_ISDIR(info.st_mode):
             yield from self.folder(path)
         elif stat.S_ISREG(info.st_mode):
-            yield from self.file(path, path)
+            yield from self.file(name, path)
         else:  # a fifo or device (`<(zcat ...)`, /dev/stdin): read once as a stream
-            yield from self.stream(path, self._open(path, path))
+            yield from self.stream(name, self._open(path, name))
 
     def folder(self, root: str) -> Iterator[Source]:
         files: list[tuple[str, str]] = []
@@ -166,17 +168,23 @@ class _Expander:
             for name in sorted(names, key=natural_key):
                 fs_path = os.path.join(directory, name)
                 if os.path.isfile(fs_path):
-                    files.append((os.path.normpath(fs_path), fs_path))
+                    files.append((display_name(os.path.normpath(fs_path)), fs_path))
         if not files:
-            raise InputError(f"{root}: folder has no files")
+            raise InputError(f"{display_name(root)}: folder has no files")
         for display, fs_path in files:
-            yield from self.file(display, fs_path)
+            yield from self.file(display, fs_path, in_folder=True)
 
-    def file(self, name: str, fs_path: str) -> Iterator[Source]:
+    def file(self, name: str, fs_path: str, in_folder: bool = False) -> Iterator[Source]:
         def open_raw() -> BinaryIO:
             return self._open(fs_path, name)
 
-        head = self._sniff_head(open_raw, name)
+        try:
+            head = self._sniff_head(open_raw, name)
+        except InputError as error:
+            if not in_folder:  # a file named on the command line must be readable
+                raise
+            self._skip(name, str(error))  # one unreadable file does not sink a folder of logs
+            return
         kind = sniff(head)
         if kind in COMPRESSIONS:
             yield from self._compressed_file(name, kind, open_raw)
@@ -241,7 +249,7 @@ class _Expander:
         """Stream a tar (already decompressed and budget-charged by `open_stream`)."""
         stream = open_stream()
         try:
-            archive = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed in finally
+            archive = tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER)  # noqa: SIM115 - closed below
         except InputError:
             stream.close()
             raise
@@ -285,7 +293,7 @@ class _Expander:
         open_stream: Opener,
         reopenable: bool,
     ) -> Iterator[Source]:
-        name = f"{archive_name}!{member.name}"
+        name = f"{archive_name}!{display_name(member.name)}"
         index = cursor.index
         extracted = archive.extractfile(member)
         if extracted is None:
@@ -324,7 +332,7 @@ class _Expander:
 
     def _seek_member(self, open_stream: Opener, index: int, name: str) -> BinaryIO:
         stream = open_stream()
-        archive = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - lives as long as the member
+        archive = tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER)  # noqa: SIM115 - member keeps it
         position = -1
         for member in archive:
             position += 1
@@ -355,7 +363,7 @@ class _Expander:
     def _zip_member(
         self, archive_name: str, fs_path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo
     ) -> Iterator[Source]:
-        name = f"{archive_name}!{info.filename}"
+        name = f"{archive_name}!{display_name(info.filename)}"
 
         def open_member(charge: bool) -> BinaryIO:
             # Reuse the open archive while iterating; a later call opens the zip again.
@@ -481,6 +489,14 @@ def _once(name: str, make: Callable[[], BinaryIO]) -> Opener:
 
 def _zip_is_link(info: zipfile.ZipInfo) -> bool:
     return stat.S_ISLNK(info.external_attr >> 16)
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def display_name(text: str) -> str:
+    """A name safe to print on one line: control characters and undecodable bytes become U+FFFD."""
+    return _UNPRINTABLE.sub("\ufffd", text)
 
 
 def natural_key(text: str) -> tuple[tuple[int, str | int], ...]:

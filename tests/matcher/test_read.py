@@ -380,3 +380,17 @@ def test_text_sources_carry_the_first_year_written_in_them(tmp_path: Path) -> No
     (tmp_path / "b.log").write_bytes(b"[rank0]:[E1230 23:59:59.0 x.cpp:1] no year in this one\n")
     years = {Path(source.name).name: source.year for source in iter_sources([str(tmp_path)])}
     assert years == {"a.log": 2023, "b.log": None}
+
+
+def test_names_with_control_characters_or_undecodable_bytes_print_on_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "line\nbreak.log").write_bytes(b"a\n")
+    os.close(os.open(os.path.join(os.fsencode(folder), b"bad\xff.log"), os.O_CREAT | os.O_WRONLY))
+    (folder / "inner.tar").write_bytes(tar_bytes({"x\rname.log": b"b\n"}))
+    names = [name for name, *_ in read_all([str(folder)])]
+    assert all(name.isprintable() for name in names)
+    assert [Path(name).name for name in names] == ["inner.tar!x\ufffdname.log", "line\ufffdbreak.log"]
+    with pytest.raises(InputError) as caught:
+        read_all([str(folder / "bad\udcff.log")])
+    assert str(caught.value) == f"{folder}/bad\ufffd.log is empty"
