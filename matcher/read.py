@@ -58,6 +58,7 @@ from matcher.streams import (
     CountingReader,
     GuardedReader,
     PrefixedReader,
+    Utf16ToUtf8Reader,
     as_binary,
     decompressor,
     one_line,
@@ -405,6 +406,10 @@ class _Expander:
     def _leaf(self, name: str, head: bytes, opener: Opener) -> Iterator[Source]:
         """A readable stream: a Source if it is text or a Flight Recorder dump, else tallied."""
         kind = sniff(head)
+        if kind == "utf16":
+            opener = _transcoded(opener)
+            head = head.decode("utf-16", errors="replace").encode("utf-8", errors="replace")
+            kind = "text"
         if kind == "empty":
             self.empty.append(name)
             return
@@ -485,6 +490,10 @@ def _once(name: str, make: Callable[[], BinaryIO]) -> Opener:
         return make()
 
     return opener
+
+
+def _transcoded(opener: Opener) -> Opener:
+    return lambda: as_binary(Utf16ToUtf8Reader(opener()))
 
 
 def _zip_is_link(info: zipfile.ZipInfo) -> bool:

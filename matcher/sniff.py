@@ -2,14 +2,17 @@
 
 Kinds: "empty", the single-stream compressions "gzip" "zstd" "xz" "bzip2", the archives "zip" "tar",
 "flight-recorder" (a pickle, or JSON with `version` and `entries`/`pg_config`; a later loader validates),
-"binary", "text". File names are never consulted: dumps and bundles often have none that helps.
+"utf16" (text with a byte order mark, transcoded by the reader), "binary", "text".
+File names are never consulted: dumps and bundles often have none that helps.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-Kind = Literal["empty", "gzip", "zstd", "xz", "bzip2", "zip", "tar", "flight-recorder", "binary", "text"]
+Kind = Literal[
+    "empty", "gzip", "zstd", "xz", "bzip2", "zip", "tar", "flight-recorder", "utf16", "binary", "text"
+]
 
 SNIFF_BYTES = 64 * 1024
 COMPRESSIONS = frozenset({"gzip", "zstd", "xz", "bzip2"})
@@ -22,6 +25,9 @@ _MAGIC: tuple[tuple[bytes, Kind], ...] = (
     (b"BZh", "bzip2"),
     (b"PK\x03\x04", "zip"),
     (b"PK\x05\x06", "zip"),  # an empty zip: only the end-of-central-directory record
+    # Text with a UTF-16 byte order mark: what Windows PowerShell's `>` writes.
+    (b"\xff\xfe", "utf16"),
+    (b"\xfe\xff", "utf16"),
 )
 _PICKLE_PROTOCOLS = frozenset({2, 3, 4, 5})
 # Control bytes that never occur in text logs (tab, newline, CR, form feed, backspace, ESC do).

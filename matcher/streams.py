@@ -9,6 +9,7 @@ stream, a clean end of data) so hostile bytes can never surface as a traceback.
 from __future__ import annotations
 
 import bz2
+import codecs
 import contextlib
 import gzip
 import io
@@ -175,6 +176,25 @@ class _ReadOne(_Reader):
 
     def _read(self, size: int) -> bytes:
         return self.inner.read1(size)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class Utf16ToUtf8Reader(_Reader):
+    """UTF-16 text (byte order mark first) re-encoded as UTF-8, incrementally."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+
+    def _read(self, size: int) -> bytes:
+        while True:
+            data = self.inner.read(max(size // 2, 2))
+            text = self.decoder.decode(data, final=not data)
+            if text or not data:  # a lone half of a code unit decodes to nothing yet: read on
+                return text.encode("utf-8", errors="replace")
 
     def close(self) -> None:
         self.inner.close()

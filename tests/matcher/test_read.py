@@ -394,3 +394,13 @@ def test_names_with_control_characters_or_undecodable_bytes_print_on_one_line(tm
     with pytest.raises(InputError) as caught:
         read_all([str(folder / "bad\udcff.log")])
     assert str(caught.value) == f"{folder}/bad\ufffd.log is empty"
+
+
+def test_utf16_text_with_a_byte_order_mark_is_transcoded(tmp_path: Path) -> None:
+    text = "2024-05-01 03:11:40 start\n[rank1]: Größe 错误\n" * 3000
+    path = tmp_path / "powershell.log"
+    path.write_bytes(text.encode("utf-16"))
+    [(_, _, _, kind, content)] = read_all([str(path)])
+    assert (kind, content.decode()) == ("text", text)
+    [source] = iter_sources([str(path)])
+    assert source.year == 2024
