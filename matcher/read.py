@@ -296,7 +296,11 @@ class _Expander:
     ) -> Iterator[Source]:
         name = f"{archive_name}!{display_name(member.name)}"
         index = cursor.index
-        extracted = archive.extractfile(member)
+        try:
+            extracted = archive.extractfile(member)
+        except Exception as error:  # e.g. a sparse or otherwise unsupported member in stream mode
+            self._skip(name, f"{name}: skipped, unreadable archive member ({one_line(error)})")
+            return
         if extracted is None:
             return
         raw = self._guard(as_binary(extracted), name, charge=False)
