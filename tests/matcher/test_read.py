@@ -404,3 +404,26 @@ def test_utf16_text_with_a_byte_order_mark_is_transcoded(tmp_path: Path) -> None
     assert (kind, content.decode()) == ("text", text)
     [source] = iter_sources([str(path)])
     assert source.year == 2024
+
+
+def test_read_n_returns_n_bytes_unless_the_stream_ends(tmp_path: Path) -> None:
+    payload = bytes(range(256)) * 40_000  # 10 MB that gzip hands out in many small pieces
+    (tmp_path / "dump.gz").write_bytes(gzip.compress(b"\x80\x02" + payload))
+    [source] = iter_sources([str(tmp_path / "dump.gz")])
+    with source.opener() as stream:
+        assert len(stream.read(5_000_000)) == 5_000_000
+        assert len(stream.read(50_000_000)) == len(payload) + 2 - 5_000_000
+        assert stream.read(10) == b""
+
+
+def test_zip_member_bomb_hits_the_ratio_guard(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.zip"
+    line = b"A" * 1023 + b"\n"
+    with (
+        zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+        archive.open("rank0.log", "w") as member,
+    ):
+        for _ in range(200 * 1024):
+            member.write(line)
+    with pytest.raises(InputError, match="decompression bomb"):
+        read_all([str(bomb)], ReadLimits(max_ratio=100))
