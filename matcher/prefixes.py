@@ -36,8 +36,9 @@ ChildFailedError `time      : 2024-05-01_03:11:40` lines keep their text and giv
 
 Ranks: `Line.rank` is the global rank, from `[rankN]:`, else the MPI tag, else a default-process-group
 tag in the message (`[PG 0 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`: PG 0 spans all ranks in
-order, so its rank is global), else the Slurm label — unless a torchrun tee tag is also present (torchrun
-under srun: the task id is then a node index, not a rank) — else `Source.rank` from the path. Other
+order, so its rank is global), else the Slurm label — unless a torchrun tee tag is on the line or
+`Source.labels_are_ranks` is False (the file shows srun starting torchrun per node: task ids then number
+nodes, not ranks) — else `Source.rank` from the path. Other
 `[PG ...]` and bare `[Rank N]` tags are PG-local ranks: they stay in the text for the signatures.
 Times: wall times read as UTC (see `matcher.timestamps`); formats without a year use `year`, else
 `Source.year` (the first dated timestamp near the start of the file), else the current year.
@@ -184,7 +185,7 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
         _on_glog,
     ),
     (
-        re.compile(rf"^\[{_ISO}\] (?:[\w.]{{1,200}}: \[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] )?"),
+        re.compile(rf"^\[{_ISO}\] ?(?:[\w.]{{1,200}}: \[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] )?"),
         _on_bracket_iso,
     ),
     (re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.<>-]{1,200}:"), _ignore),
@@ -298,7 +299,7 @@ def _global_rank(found: _Found, text: str, source: Source) -> int | None:
         default_pg = _DEFAULT_PG_RANK.search(text)
         if default_pg:
             return int(default_pg.group(1))
-    if found.task is not None and found.local_rank is None:
+    if found.task is not None and found.local_rank is None and source.labels_are_ranks:
         return found.task
     return source.rank
 

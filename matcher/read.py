@@ -52,7 +52,7 @@ from typing import BinaryIO, Literal
 
 from matcher.model import InputError
 from matcher.pathhints import hints_from_path
-from matcher.sniff import ARCHIVES, COMPRESSIONS, SNIFF_BYTES, Kind, sniff
+from matcher.sniff import ARCHIVES, COMPRESSIONS, SNIFF_BYTES, Kind, slurm_labels_are_ranks, sniff
 from matcher.streams import (
     ByteBudget,
     CountingReader,
@@ -108,6 +108,8 @@ class Source:
     kind: SourceKind = "text"
     # The first calendar year written near the start of the file, for timestamps that omit it.
     year: int | None = None
+    # False when the file shows srun starting torchrun per node: Slurm `N: ` labels then count nodes.
+    labels_are_ranks: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,8 +427,16 @@ class _Expander:
             return
         hints = hints_from_path(name)
         self.usable += 1
-        year = year_hint(head) if kind == "text" else None
-        yield Source(name=name, opener=opener, rank=hints.rank, host=hints.host, kind=kind, year=year)
+        text = kind == "text"
+        yield Source(
+            name=name,
+            opener=opener,
+            rank=hints.rank,
+            host=hints.host,
+            kind=kind,
+            year=year_hint(head) if text else None,
+            labels_are_ranks=slurm_labels_are_ranks(head) if text else True,
+        )
 
     def _skip(self, name: str, reason: str) -> None:
         log.warning("%s", reason)

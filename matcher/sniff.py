@@ -8,6 +8,7 @@ File names are never consulted: dumps and bundles often have none that helps.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 Kind = Literal[
@@ -73,3 +74,18 @@ def looks_binary(head: bytes) -> bool:
         else sample.decode("utf-8", errors="replace")
     )
     return text.count("\ufffd") > 0.1 * max(len(text), 1)
+
+
+# A Slurm `--label` task id followed by a torchrun tee tag or by a different `[rankN]:`.
+_LABEL_THEN_TAG = re.compile(rb"(?m)^ {0,8}(\d{1,6}): \[(?:rank(\d{1,6})|[A-Za-z_][\w-]{0,40}?\d{1,6})\]:")
+
+
+def slurm_labels_are_ranks(head: bytes) -> bool:
+    """False when the head shows srun launching a per-node launcher (torchrun): its task ids then
+    number nodes, not ranks. True otherwise (srun starting one task per rank, or no labels at all)."""
+    for count, match in enumerate(_LABEL_THEN_TAG.finditer(head)):
+        if match.group(2) is None or match.group(2) != match.group(1):
+            return False
+        if count > 1000:
+            break
+    return True

@@ -287,3 +287,19 @@ def test_source_year_fills_formats_without_one() -> None:
     assert parse_line(b"[rank0]:[E1230 23:59:59.5 x.cpp:1] msg\n", dated, 1, year=2021).time == pytest.approx(
         utc(2021, 12, 30, 23, 59, 59, 0.5)
     )
+
+
+def test_slurm_label_is_not_a_rank_when_the_source_says_labels_count_nodes() -> None:
+    nodes = Source("n.out", opener=lambda: io.BytesIO(b""), labels_are_ranks=False)  # type: ignore[arg-type, return-value]
+    line = parse_line(b"1: gpu-b:77:78 [3] NCCL WARN NET/IB : Got completion with error 12\n", nodes, 5)
+    assert (line.rank, line.host, line.text) == (
+        None,
+        "gpu-b",
+        "NCCL WARN NET/IB : Got completion with error 12",
+    )
+    assert parse_line(b"1: [rank9]: boom\n", nodes, 6).rank == 9
+
+
+def test_bracketed_timestamp_glued_to_the_next_tag() -> None:
+    line = parse_line(b"[2024-05-01 03:11:40,123][INFO] hello\n", PLAIN, 1)
+    assert (line.text, line.time) == ("[INFO] hello", pytest.approx(utc(2024, 5, 1, 3, 11, 40, 0.123)))

@@ -427,3 +427,20 @@ def test_zip_member_bomb_hits_the_ratio_guard(tmp_path: Path) -> None:
             member.write(line)
     with pytest.raises(InputError, match="decompression bomb"):
         read_all([str(bomb)], ReadLimits(max_ratio=100))
+
+
+@pytest.mark.parametrize(
+    ("content", "labels_are_ranks"),
+    [
+        (b"0: [default0]:[rank0]: hi\n1: [default0]:[rank8]: hi\n", False),  # srun -> torchrun per node
+        (b"1: [rank8]:[E1129 03:11:40.0 x.cpp:1] boom\n", False),
+        (b"3: [rank3]: hi\n12: [rank12]: hi\n", True),  # srun task per rank
+        (b"plain log\n", True),
+    ],
+)
+def test_sources_say_whether_slurm_labels_are_ranks(
+    tmp_path: Path, content: bytes, labels_are_ranks: bool
+) -> None:
+    (tmp_path / "job.out").write_bytes(content)
+    [source] = iter_sources([str(tmp_path / "job.out")])
+    assert source.labels_are_ranks is labels_are_ranks
