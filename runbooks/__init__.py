@@ -47,7 +47,9 @@ def load_all() -> dict[str, Runbook]:
 def get(class_id: str) -> Runbook:
     runbooks = _shipped()
     if class_id not in runbooks:
-        raise UnknownClassError(f"no runbook for class {class_id!r}; `ncclbot runbook --list` shows the classes")
+        raise UnknownClassError(
+            f"no runbook for class {class_id!r}; `ncclbot runbook --list` shows the classes"
+        )
     return runbooks[class_id]
 
 

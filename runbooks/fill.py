@@ -27,7 +27,9 @@ def _fill_command(command: str, values: Mapping[str, str]) -> str:
         word = command_value(raw) if raw is not None else None
         if word is not None:
             return word
-        return placeholder.fallback if placeholder.fallback is not None else COMMAND_FALLBACKS[placeholder.name]
+        return (
+            placeholder.fallback if placeholder.fallback is not None else COMMAND_FALLBACKS[placeholder.name]
+        )
 
     return template.fill(template.parse(command), resolve)
 
@@ -55,7 +57,8 @@ def fill_runbook(runbook: Runbook, facts: Mapping[str, FieldValue]) -> RenderedR
         steps=tuple(_fill_step(step, values) for step in runbook.steps),
         verify=_fill_step(runbook.verify, values),
         dead_ends=tuple(
-            DeadEnd(attempt=_fill_text(d.attempt, values), why=_fill_text(d.why, values)) for d in runbook.dead_ends
+            DeadEnd(attempt=_fill_text(d.attempt, values), why=_fill_text(d.why, values))
+            for d in runbook.dead_ends
         ),
         prevention=tuple(_fill_text(item, values) for item in runbook.prevention),
         references=runbook.references,

@@ -159,7 +159,9 @@ def parse_runbook(data: Any, source: str) -> Runbook:
     table = _check_keys(data, _TOP_KEYS, _TOP_KEYS, source)
     class_id = _text(table, "class", source)
 
-    summaries_table = _check_keys(table["summaries"], set(_SUMMARY_KEYS), set(_SUMMARY_KEYS), f"{source}: summaries")
+    summaries_table = _check_keys(
+        table["summaries"], set(_SUMMARY_KEYS), set(_SUMMARY_KEYS), f"{source}: summaries"
+    )
     summaries = {key: _text(summaries_table, key, f"{source}: summaries") for key in _SUMMARY_KEYS}
     for key, text in summaries.items():
         segments = _check_template(text, f"{source}: summaries.{key}", command=False)
@@ -175,7 +177,8 @@ def parse_runbook(data: Any, source: str) -> Runbook:
     if not isinstance(steps_data, list) or not steps_data:
         raise _Invalid(f"{source}: 'steps' must be a non-empty list of tables ([[steps]])")
     steps = tuple(
-        _step(item, f"{source}: steps[{index}]", command_required=False) for index, item in enumerate(steps_data)
+        _step(item, f"{source}: steps[{index}]", command_required=False)
+        for index, item in enumerate(steps_data)
     )
     verify = _step(table["verify"], f"{source}: verify", command_required=True)
 
@@ -213,7 +216,9 @@ def parse_runbook(data: Any, source: str) -> Runbook:
     )
 
 
-def load_dir(directory: Path = CLASSES_DIR, class_ids: Collection[str] = tuple(CLASSES)) -> dict[str, Runbook]:
+def load_dir(
+    directory: Path = CLASSES_DIR, class_ids: Collection[str] = tuple(CLASSES)
+) -> dict[str, Runbook]:
     """Load and validate every runbook in `directory`; raise RunbookError listing all problems.
 
     Each class in `class_ids` must have exactly one file named after it (`family-name.toml`), and no
@@ -236,7 +241,9 @@ def load_dir(directory: Path = CLASSES_DIR, class_ids: Collection[str] = tuple(C
         if runbook.class_id not in class_ids:
             problems.append(f"{path.name}: runbook for unknown class {runbook.class_id!r}")
         elif path.name != file_name_for(runbook.class_id):
-            problems.append(f"{path.name}: class {runbook.class_id!r} belongs in {file_name_for(runbook.class_id)}")
+            problems.append(
+                f"{path.name}: class {runbook.class_id!r} belongs in {file_name_for(runbook.class_id)}"
+            )
         elif runbook.class_id in runbooks:
             problems.append(f"{path.name}: second runbook for {runbook.class_id!r}")
         else:

@@ -17,9 +17,7 @@ _INDENT = "    "
 
 
 def _printable(text: str) -> str:
-    return "".join(
-        char if char == "\n" or unicodedata.category(char)[0] != "C" else " " for char in text
-    )
+    return "".join(char if char == "\n" or unicodedata.category(char)[0] != "C" else " " for char in text)
 
 
 def _wrap(text: str, width: int, first: str = "", rest: str | None = None) -> list[str]:

@@ -14,7 +14,9 @@ from tests.conftest import ROOT
 
 
 def test_json_output_is_filled_with_the_given_values(capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(["runbook", "hardware/gpu-xid", "--json", "--set", "culprit_host=gpu-node-017", "--set", "xid=79"])
+    status = main(
+        ["runbook", "hardware/gpu-xid", "--json", "--set", "culprit_host=gpu-node-017", "--set", "xid=79"]
+    )
     assert status == 0
     document = json.loads(capsys.readouterr().out)
     assert document["class"] == "hardware/gpu-xid"
@@ -45,7 +47,9 @@ def test_list_shows_every_class(capsys: pytest.CaptureFixture[str]) -> None:
         (["runbook", "cuda/oom", "--set", "culprit_host"], "expects FIELD=VALUE"),
     ],
 )
-def test_bad_usage_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_usage_is_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err

