@@ -8,6 +8,7 @@ quotes, with a trailing backslash, so that a copied command still means the same
 
 from __future__ import annotations
 
+import re
 import textwrap
 import unicodedata
 
@@ -20,19 +21,26 @@ def _printable(text: str) -> str:
     return "".join(char if char == "\n" or unicodedata.category(char)[0] != "C" else " " for char in text)
 
 
+_LIST_MARKER = re.compile(r"(\d+\)|[-*]) ")
+
+
 def _wrap(text: str, width: int, first: str = "", rest: str | None = None) -> list[str]:
+    """Wrap each paragraph; a paragraph that starts like "2) " gets a hanging indent."""
     lines: list[str] = []
     subsequent = rest if rest is not None else " " * len(first)
     for index, paragraph in enumerate(_printable(text).split("\n")):
         if not paragraph.strip():
             lines.append("")
             continue
+        initial = first if index == 0 else subsequent
+        marker = _LIST_MARKER.match(paragraph)
+        hanging = " " * len(initial) + " " * len(marker.group(0)) if marker else subsequent
         lines.extend(
             textwrap.wrap(
                 paragraph,
                 width=width,
-                initial_indent=first if index == 0 else subsequent,
-                subsequent_indent=subsequent,
+                initial_indent=initial,
+                subsequent_indent=hanging,
                 break_long_words=False,
                 break_on_hyphens=False,
             )

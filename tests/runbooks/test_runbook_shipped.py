@@ -95,6 +95,7 @@ def test_rendered_runbook_is_clean(class_id: str, values: dict[str, object]) -> 
     for text in every_text(rendered):
         assert not LEFTOVER_PLACEHOLDER.search(text), text
         assert "\x1b" not in text and "\r" not in text
+        assert "\\n" not in text, f"escaped newline left in {text!r}"
     for command in commands(rendered):
         shlex.split(command)
         assert "evil.example" not in command and "$(curl" not in command and "`id`" not in command
