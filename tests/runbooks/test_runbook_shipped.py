@@ -102,6 +102,23 @@ def test_rendered_runbook_is_clean(class_id: str, values: dict[str, object]) -> 
         assert "v" * (MAX_VALUE_CHARS + 1) not in command
 
 
+DOUBLED_WORD = re.compile(r"\b(\w+) \1\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("values", [{}, TYPICAL], ids=["no-values", "typical"])
+@pytest.mark.parametrize("class_id", sorted(CLASSES))
+def test_prose_reads_cleanly_with_and_without_values(
+    class_id: str, values: dict[str, str | int | float]
+) -> None:
+    # Fallback wording is spliced into sentences; a doubled word ("the the") shows a bad splice.
+    rendered = runbooks.render_for(class_id, values)
+    summaries = rendered.summaries
+    prose = [summaries.executive, summaries.engineer, summaries.oncall]
+    prose += [text for step in (*rendered.steps, rendered.verify) for text in (step.title, step.expect)]
+    for text in prose:
+        assert not DOUBLED_WORD.search(text), text
+
+
 def test_values_make_the_runbook_specific() -> None:
     rendered = runbooks.render_for(
         "hardware/gpu-xid", {"culprit_host": "gpu-node-017", "xid": 79, "device": 3}
