@@ -33,6 +33,11 @@ def register(subparsers: Any) -> None:
         help="a diagnosis value to fill in (repeatable), e.g. --set culprit_host=gpu-node-017",
     )
     parser.add_argument("--width", type=int, default=None, help="text width (default: terminal, max 100)")
+    parser.add_argument(
+        "--brief",
+        action="store_true",
+        help="only the summaries, steps and verification (as diagnose shows them)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -45,7 +50,7 @@ def _values(assignments: list[str]) -> dict[str, FieldValue]:
             raise UsageError(f"--set expects FIELD=VALUE, got {assignment!r}")
         if name not in settable:
             raise UsageError(f"--set: unknown field {name!r} (known: {', '.join(settable)})")
-        values[name] = int(value) if value.lstrip("-").isdigit() else value
+        values[name] = value  # kept as text: "017" must stay "017"; numbers are parsed where needed
     return values
 
 
@@ -62,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     width = args.width or min(shutil.get_terminal_size((80, 24)).columns, 100)
-    sys.stdout.write(runbook_text.render(rendered, width=width))
+    sys.stdout.write(runbook_text.render(rendered, width=width, brief=args.brief))
     return 0

@@ -103,8 +103,12 @@ def _step_lines(step: Step, width: int, label: str) -> list[str]:
     return lines
 
 
-def render(rendered: RenderedRunbook, *, width: int = 80) -> str:
-    """The runbook as text lines no wider than `width` (except single words longer than that)."""
+def render(rendered: RenderedRunbook, *, width: int = 80, brief: bool = False) -> str:
+    """The runbook as text lines no wider than `width` (except single words longer than that).
+
+    `brief` keeps the summaries, steps and verification and leaves out dead ends, prevention and
+    references (for `ncclbot diagnose`, which points to `ncclbot runbook CLASS` for the rest).
+    """
     width = max(width, 40)
     lines: list[str] = []
     heading = f"Runbook: {rendered.title} [{rendered.class_id}]"
@@ -128,6 +132,11 @@ def render(rendered: RenderedRunbook, *, width: int = 80) -> str:
     lines.append("")
     lines.append("Verify the fix:")
     lines.extend(_step_lines(rendered.verify, width, "  - "))
+
+    if brief:
+        lines.append("")
+        lines.append(f"Dead ends, prevention and references: ncclbot runbook {rendered.class_id}")
+        return "\n".join(line.rstrip() for line in lines) + "\n"
 
     lines.append("")
     lines.append("Dead ends (do not bother):")

@@ -25,6 +25,12 @@ def test_json_output_is_filled_with_the_given_values(capsys: pytest.CaptureFixtu
     )
 
 
+def test_set_values_are_taken_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runbook", "network/peer-exit", "--json", "--set", "culprit_host=017"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["verify"]["command"] == "ncclbot probe 017 --via slurm"
+
+
 def test_text_output_fits_the_requested_width(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runbook", "shm/dev-shm", "--width", "80"]) == 0
     out = capsys.readouterr().out

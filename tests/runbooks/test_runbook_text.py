@@ -61,6 +61,15 @@ def test_text_shows_every_part_with_values_filled(class_id: str) -> None:
             assert first_word in text
 
 
+def test_brief_text_keeps_what_to_do_and_points_to_the_rest() -> None:
+    rendered = runbooks.render_for("shm/dev-shm", VALUES)
+    brief = render(rendered, brief=True)
+    assert "Executive:" in brief and "Steps:" in brief and "Verify the fix:" in brief
+    assert "Dead ends (do not bother):" not in brief and "References:" not in brief
+    assert "ncclbot runbook shm/dev-shm" in brief
+    assert render(rendered).startswith(brief.rsplit("\n\nDead ends, prevention", 1)[0])
+
+
 def test_gpu_xid_text_names_the_node_in_the_drain_command() -> None:
     text = render(runbooks.render_for("hardware/gpu-xid", VALUES))
     assert "scontrol update NodeName=gpu-node-017 State=DRAIN Reason=ncclbot-gpu-xid-79" in text
