@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runbooks.loader import RunbookError, file_name_for, load_dir
+from runbooks.loader import RunbookError, file_name_for, load_dir, parse_runbook
 from runbooks.model import EXECUTIVE_MAX_CHARS
 
 CLASS_IDS = ("demo/first", "demo/second")
@@ -231,3 +232,10 @@ def test_every_problem_is_reported_at_once(good_dir: Path) -> None:
     write(good_dir, second)
     message = problems(good_dir)
     assert "demo-first.toml" in message and "demo-second.toml" in message
+
+
+def test_the_authoring_example_in_the_readme_is_valid() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "runbooks" / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    runbook = parse_runbook(tomllib.loads(example), "README.md")
+    assert runbook.class_id == "hardware/gpu-xid"
