@@ -67,6 +67,8 @@ def _diagnosis(culprit: Culprit | None) -> Diagnosis:
         ({"culprit_rank": 3}, Culprit((3,), ("n1",), "r"), "agree"),
         ({"culprit_rank": 3}, Culprit((4,), ("n1",), "r"), "wrong"),
         ({"culprit_host": "n2"}, Culprit((3,), ("n1",), "r"), "wrong"),
+        ({"culprit_rank": 0, "culprit_host": "n1"}, Culprit((), ("n1",), "r"), "agree"),
+        ({"culprit_rank": 0}, Culprit((), ("n1",), "r"), "missed"),
         ({"culprit_rank": 3}, None, "missed"),
         ({}, Culprit((1,), (), "r"), "extra"),
         ({}, None, "none"),
