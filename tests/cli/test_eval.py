@@ -88,4 +88,6 @@ def test_development_corpus_accuracy(shared_dir: Path) -> None:
     misses = [(c.case_id, c.label, c.predicted[:3]) for c in report.cases if not c.top1]
     assert top1 >= DEV_TOP1, misses
     assert top3 >= DEV_TOP3, misses
-    assert report.count(lambda c: c.culprit == "wrong") == 0, [c.case_id for c in report.cases if c.culprit == "wrong"]
+    assert report.count(lambda c: c.culprit == "wrong") == 0, [
+        c.case_id for c in report.cases if c.culprit == "wrong"
+    ]
