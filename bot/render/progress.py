@@ -21,6 +21,13 @@ from rich.progress import (
 SHOW_ABOVE_BYTES = 64 * 1024**2
 
 
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def on_disk_size(paths: Sequence[str]) -> int:
     total = 0
     for path in paths:
@@ -28,16 +35,9 @@ def on_disk_size(paths: Sequence[str]) -> int:
             continue
         if os.path.isdir(path):
             for folder, _dirs, files in os.walk(path):
-                for name in files:
-                    try:
-                        total += os.path.getsize(os.path.join(folder, name))
-                    except OSError:
-                        pass
+                total += sum(_size(os.path.join(folder, name)) for name in files)
         else:
-            try:
-                total += os.path.getsize(path)
-            except OSError:
-                pass
+            total += _size(path)
     return total
 
 
