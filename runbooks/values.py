@@ -26,6 +26,7 @@ DERIVED_FIELDS = frozenset(
         "timeout_human",  # timeout_ms in words ("30 minutes", "90 seconds")
         "node",  # the culprit host, else the host named by the primary evidence
         "xid_meaning",  # short description of a known Xid code
+        "peer_host",  # the host part of `peer` ("10.0.0.5<38217>" -> "10.0.0.5")
     }
 )
 
@@ -56,6 +57,7 @@ TEXT_FALLBACKS: Mapping[str, str] = {
     "ip": "the address in the logs",
     "port": "the port in the logs",
     "peer": "the remote peer",
+    "peer_host": "the remote peer",
     "xid_meaning": "a GPU fault",
     "nccl_version": "the NCCL version in use",
     "cuda_version": "the CUDA version in use",
@@ -83,6 +85,7 @@ COMMAND_FALLBACKS: Mapping[str, str] = {
     "world_size": "<nproc>",
     "timeout_min": "<minutes>",
     "xid": "<xid>",
+    "peer_host": "<peer-node>",
 }
 
 # Short meanings of the Xids a runbook most often meets (NVIDIA Xid catalog; wording ours).
@@ -108,6 +111,18 @@ XID_MEANINGS: Mapping[int, str] = {
     149: "NVLink fabric link event",
     154: "GPU recovery action required",
 }
+
+
+# NCCL writes socket addresses as host<port>; others write host:port or [ipv6]:port.
+_PEER_PORT = re.compile(r"^\[?(?P<host>[^\[\]<>]+?)\]?(?:<\d+>|(?<!:):\d+)?$")
+
+
+def _peer_host(peer: str) -> str | None:
+    match = _PEER_PORT.match(peer.strip())
+    if not match:
+        return None
+    # A bare IPv6 address keeps its colons: only a single colon before the final digits is a port.
+    return match.group("host") or None
 
 
 def _format_number(value: float) -> str:
@@ -165,6 +180,9 @@ def prepare(facts: Mapping[str, FieldValue]) -> dict[str, str]:
     node = values.get("culprit_host") or values.get("host")
     if node:
         values["node"] = node
+    peer_host = _peer_host(values["peer"]) if "peer" in values else None
+    if peer_host:
+        values["peer_host"] = peer_host
     xid = _as_float(facts.get("xid"))
     if xid is not None and xid == int(xid) and int(xid) in XID_MEANINGS:
         values["xid_meaning"] = XID_MEANINGS[int(xid)]

@@ -150,6 +150,12 @@ def test_hostile_host_stays_prose_and_never_reaches_a_command() -> None:
     assert rendered.steps[0].command.startswith("scontrol update NodeName=<node> ")  # type: ignore[union-attr]
 
 
+def test_peer_address_becomes_a_host_to_check() -> None:
+    rendered = runbooks.render_for("network/ib-rdma", {"peer": "10.0.0.5<38217>"})
+    assert "ssh 10.0.0.5 ibstat" in commands(rendered)
+    assert "10.0.0.5<38217>" in rendered.summaries.engineer
+
+
 def test_timeout_is_given_in_words() -> None:
     rendered = runbooks.render_for("timeout/rank0-only-work", {"timeout_ms": 1800000})
     assert "30 minutes" in rendered.summaries.executive

@@ -147,5 +147,19 @@ def test_prepare_skips_values_it_cannot_interpret(bad: dict[str, object]) -> Non
     assert "timeout_human" not in values and "xid_meaning" not in values
 
 
+@pytest.mark.parametrize(
+    ("peer", "host"),
+    [
+        ("10.0.0.5<38217>", "10.0.0.5"),
+        ("gpu-3:29500", "gpu-3"),
+        ("[fe80::1]:29500", "fe80::1"),
+        ("fe80::1", "fe80::1"),
+        ("ip-172-31-45-209.eu-north-1.compute.internal", "ip-172-31-45-209.eu-north-1.compute.internal"),
+    ],
+)
+def test_prepare_takes_the_host_out_of_a_peer_address(peer: str, host: str) -> None:
+    assert prepare({"peer": peer})["peer_host"] == host
+
+
 def test_prepare_ignores_fields_outside_the_vocabulary() -> None:
     assert prepare({"password": "x", "culprit_rank": 5}) == {"culprit_rank": "5"}
