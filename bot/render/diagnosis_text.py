@@ -103,4 +103,4 @@ def render_diagnosis(
         from bot.render.runbook_text import render as render_runbook
 
         console.print()
-        console.print(Text(render_runbook(runbook, width=min(console.width, 100))))
+        console.print(Text(render_runbook(runbook, width=min(console.width, 100), brief=True)))
