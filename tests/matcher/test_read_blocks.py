@@ -138,7 +138,7 @@ def test_large_stream_from_stdin_in_bounded_memory() -> None:
         tracemalloc.stop()
     assert size >= total  # every byte came through (plus a newline if the end was cut)
     assert lines > 2_000_000
-    assert peak < 64 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB for a {total / 2**20:.0f} MiB stream"
+    assert peak < 32 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB for a {total / 2**20:.0f} MiB stream"
 
 
 def test_large_gzip_file_in_bounded_memory(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_large_gzip_file_in_bounded_memory(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert 0 <= size - 128 * 1024 * 1024 <= 1  # plus the newline that ends a cut last line
-    assert peak < 64 * 1024 * 1024
+    assert peak < 32 * 1024 * 1024
 
 
 def test_a_long_run_of_progress_bars_keeps_the_message_at_its_end() -> None:
