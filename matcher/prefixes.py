@@ -169,7 +169,7 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
         re.compile(rf"^{_ISO_T}{_ZONE} ([\w.-]{{1,200}}) [\w./@-]{{1,100}}(?:\[\d{{1,10}}\])?: "),
         _on_syslog_iso,
     ),
-    (re.compile(rf"^{_ISO}{_ZONE}\s+(?:-\s+)?"), _on_iso),
+    (re.compile(rf"^{_ISO}{_ZONE}:?\s+(?:-\s+)?"), _on_iso),
     (re.compile(r"^ {0,8}(\d{1,6}): "), _on_slurm),
     (re.compile(r"^\[\d{1,6},(\d{1,6})\]<(?:stdout|stderr|stddiag)>: ?"), _on_mpi),
     (re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=(\d{1,10})(?:, ip=([0-9A-Fa-f.:]{3,45}))?\) "), _on_ray),
@@ -197,7 +197,7 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
         ),
         _on_syslog,
     ),
-    (re.compile(r"^\[ {0,12}\d{1,12}\.\d{1,9}\] "), _ignore),
+    (re.compile(r"^\[ {0,12}\+?\d{1,12}\.\d{1,9}\] "), _ignore),
     (
         re.compile(
             rf"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) {_MONTH} {{1,2}}(\d{{1,2}}) "

@@ -162,6 +162,18 @@ CASES = [
         id="kubectl-timestamp",
     ),
     pytest.param(
+        b"2019-06-02T16:13:44.884Z: [1,12]<stdout>:ctr-57:815:864 [0] net_ib.cu:80 NCCL WARN NET/IB\n",
+        "net_ib.cu:80 NCCL WARN NET/IB",
+        {"rank": 12, "host": "ctr-57", "pid": 815, "time": utc(2019, 6, 2, 16, 13, 44, 0.884)},
+        id="mpirun-timestamp-output",
+    ),
+    pytest.param(
+        b"[  +0.000213] pcieport 0000:00:03.0: AER: Corrected error received\n",
+        "pcieport 0000:00:03.0: AER: Corrected error received",
+        {},
+        id="dmesg-relative",
+    ),
+    pytest.param(
         b"[PG ID 0 PG GUID 0(default_pg) Rank 7] Watchdog caught\n",
         "[PG ID 0 PG GUID 0(default_pg) Rank 7] Watchdog caught",
         {"rank": 7},
