@@ -29,6 +29,7 @@ Slurm label, Ray actor tag, torchrun tee, `[rankN]:`, then the logger's own head
 | Python logging | `ERROR:torch.distributed.elastic.multiprocessing.api:` | - |
 | NCCL 2.26+ WARN time | `[2024-05-01 03:11:40] ` | time |
 | NCCL | `gpu-node-017:4120:4388 [3] ` (the `NCCL INFO/WARN` words stay in the text) | host, pid |
+| UCX crash report | `[gpu-node-3:3039 :0:3095] ` | host, pid |
 | syslog / journal | `Nov 29 03:11:40 gpu-node-017 kernel: `, ISO form too | time, host |
 | dmesg | `[12345.678901] ` (no wall time), `[Sat Nov 29 03:11:40 2024] ` | time (-T) |
 
@@ -190,6 +191,8 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
     ),
     (re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.<>-]{1,200}:"), _ignore),
     (re.compile(r"^([A-Za-z0-9][\w.%-]{0,62}):(\d{1,10}):\d{1,10} \[\d{1,3}\] "), _on_nccl),
+    # UCX / HPC-X crash reports: `[host:pid :thread:tid] Caught signal 7 (Bus error ...)`.
+    (re.compile(r"^\[([A-Za-z0-9][\w.-]{0,62}):(\d{1,10}) ?:\d{1,10}:\d{1,10}\] "), _on_nccl),
     (
         re.compile(
             rf"^{_MONTH} {{1,2}}(\d{{1,2}}) (\d\d):(\d\d):(\d\d)(?:\.(\d{{1,9}}))? "

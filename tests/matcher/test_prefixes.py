@@ -174,6 +174,12 @@ CASES = [
         id="dmesg-relative",
     ),
     pytest.param(
+        b"[8d6bf97c3bf4:3039 :0:3095] Caught signal 7 (Bus error: nonexistent physical address)\n",
+        "Caught signal 7 (Bus error: nonexistent physical address)",
+        {"host": "8d6bf97c3bf4", "pid": 3039},
+        id="ucx-crash-report",
+    ),
+    pytest.param(
         b"[PG ID 0 PG GUID 0(default_pg) Rank 7] Watchdog caught\n",
         "[PG ID 0 PG GUID 0(default_pg) Rank 7] Watchdog caught",
         {"rank": 7},
