@@ -6,7 +6,9 @@
   in natural sorted order (`rank2` before `rank10`), archives expanded, '-' for stdin. Formats are detected
   by magic bytes (see `matcher.sniff`), never by extension. Rank/host hints come from the path
   (`matcher.pathhints`). Flight Recorder dumps are detected by content and yielded with
-  kind="flight-recorder" (not unpickled here).
+  kind="flight-recorder" (not unpickled here). Text sources also carry `year` (first dated timestamp
+  in the file's head, for year-less formats) and `labels_are_ranks` (see `matcher.prefixes`). UTF-16
+  text with a byte order mark is transcoded to UTF-8. Names are made printable (one line).
 - `iter_blocks(source, limits) -> Iterator[Block]`: the byte stream in blocks of whole lines.
 
 Archives: zip members in sorted order, tar members in archive order (a tar is read once, as a stream;
@@ -20,7 +22,8 @@ Tar members stream: a member's `opener` gives the live stream while `iter_source
 normal `for source in iter_sources(...): for block in iter_blocks(source)` loop). Opened later, it
 re-reads the archive from the start up to that member (files only; stdin cannot be re-read).
 
-Refusals (`InputError`, one line): missing path, unreadable file, folder without files, zip on stdin,
+Refusals (`InputError`, one line): missing path, unreadable file named on the command line (inside a
+folder it is skipped with a warning), folder without files, zip on stdin,
 more decompressed bytes than `max_input_bytes` (counted across the whole input), a stream expanding more
 than `max_ratio`:1 past 64 MiB, more than `max_archive_members` members, corrupt compressed data, and at
 the end: nothing usable (every file empty, binary or skipped). Binary files are skipped with a warning as
@@ -32,7 +35,7 @@ are physical `\\n` lines, as an editor shows them. `\\r` is left in place (CRLF 
 rewrites): a physical line holding several `\\r` segments stays one line, and `matcher.prefixes` picks
 the segment that carries the message. NUL bytes and ANSI escape sequences are removed here (they would
 break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
-is cut to that length: its start is kept, except for a line of `\r` rewrites, which keeps its start and
+is cut to that length: its start is kept, except for a line of `\\r` rewrites, which keeps its start and
 its last segments (the message after a long run of progress bars). Memory stays bounded by about
 `block_bytes + 2 * max_line_bytes`, whatever the input.
 """
