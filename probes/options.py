@@ -49,7 +49,7 @@ class ProbeOptions:
     baselines: str | None = None
     nproc: int | None = None
     nnodes: int = 1
-    node_rank: int = 0
+    node_rank: int | None = 0  # None: from $SLURM_NODEID on the node (srun runs one argv everywhere)
     master_addr: str | None = None
     master_port: int | None = None
     backend_resolved: str | None = None
@@ -85,7 +85,9 @@ class ProbeOptions:
         if self.nproc:
             argv += ["--nproc", str(self.nproc)]
         if self.nnodes > 1:
-            argv += ["--nnodes", str(self.nnodes), "--node-rank", str(self.node_rank)]
+            argv += ["--nnodes", str(self.nnodes)]
+            if self.node_rank is not None:
+                argv += ["--node-rank", str(self.node_rank)]
         if self.master_addr:
             argv += ["--master-addr", self.master_addr]
         if self.master_port:

@@ -99,7 +99,7 @@ def spawn_local_ranks(opts: ProbeOptions, argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, stop)
     started = time.monotonic()
     for local_rank in range(nproc):
-        rank = opts.node_rank * nproc + local_rank
+        rank = (opts.node_rank or 0) * nproc + local_rank
         env = dict(
             os.environ,
             RANK=str(rank),

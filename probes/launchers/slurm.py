@@ -38,7 +38,7 @@ def srun_argv(hosts: list[str], opts: ProbeOptions, config: SlurmConfig) -> list
     if len(hosts) > 1:
         # No --node-rank: each task reads SLURM_NODEID (probes.options).
         node_opts = dataclasses.replace(
-            node_opts, nnodes=len(hosts), master_addr=hosts[0], master_port=config.master_port
+            node_opts, nnodes=len(hosts), node_rank=None, master_addr=hosts[0], master_port=config.master_port
         )
     if config.gpus_per_node and not node_opts.nproc:
         node_opts = dataclasses.replace(node_opts, nproc=config.gpus_per_node)

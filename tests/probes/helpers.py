@@ -37,6 +37,8 @@ def run_probe(
         check=False,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"no JSON on stdout; rc={done.returncode}\nstdout={done.stdout}\nstderr={done.stderr[-3000:]}"
+    assert lines, (
+        f"no JSON on stdout; rc={done.returncode}\nstdout={done.stdout}\nstderr={done.stderr[-3000:]}"
+    )
     data: dict[str, Any] = json.loads(lines[-1])
     return ProbeResult.from_dict(data), done

@@ -36,7 +36,13 @@ def test_halves_are_probed_together_and_recursed_into() -> None:
     calls: list[list[str]] = []
     outcome = bisect(["a", "b", "c", "d"], fake_probe({"c"}, calls))
     assert calls == [["a", "b", "c", "d"], ["a", "b"], ["c", "d"], ["c"], ["d"]]
-    assert [(s.round, s.healthy) for s in outcome.steps] == [(0, False), (1, True), (1, False), (2, False), (2, True)]
+    assert [(s.round, s.healthy) for s in outcome.steps] == [
+        (0, False),
+        (1, True),
+        (1, False),
+        (2, False),
+        (2, True),
+    ]
 
 
 def test_two_bad_nodes_in_different_halves_are_both_found() -> None:

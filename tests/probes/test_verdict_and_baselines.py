@@ -55,7 +55,10 @@ def test_missing_rank_fails_and_comes_first() -> None:
     result = base_result(ranks=ranks)
     decide(result, deadline_s=30)
     assert result.verdict == "failed"
-    assert result.reasons == ["rank 1 never arrived before the 30 s deadline", "rank 0 failed: Connect timeout"]
+    assert result.reasons == [
+        "rank 1 never arrived before the 30 s deadline",
+        "rank 0 failed: Connect timeout",
+    ]
 
 
 def test_wrong_results_name_the_rank_and_sizes() -> None:
