@@ -264,6 +264,7 @@ def assemble(
                 phase=report.phase,
                 error=report.error,
                 size_time_us=final["size_time_us"] if final else [],
+                scheduler_node=info.get("scheduler_node"),
             )
         )
         checks.extend(Check(**c) for c in report.checks)
@@ -353,7 +354,8 @@ def run_rank(opts: ProbeOptions) -> int:
     sideband = Sideband(store)
     device_name = worker.device_name()
     label = device_name if worker.device.type == "cpu" else f"{device_name} ({worker.device})"
-    sideband.arrive(rank, {"host": host, "local_rank": local_rank, "device": label})
+    info = {"host": host, "local_rank": local_rank, "device": label}
+    sideband.arrive(rank, {**info, "scheduler_node": os.environ.get("SLURMD_NODENAME")})
 
     found_versions = versions(worker.torch)
     if local_rank == 0 and not opts.no_checks:

@@ -75,6 +75,7 @@ class RankResult:
     phase: str | None = None
     error: str | None = None
     size_time_us: list[float] = field(default_factory=list)
+    scheduler_node: str | None = None  # the node name the scheduler gave the rank (SLURMD_NODENAME)
 
 
 @dataclass(slots=True)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 
 from probes import progress
 from probes.launchers.base import deadline_timeout, result_from_output, run_command
 from probes.options import ProbeOptions
-from probes.result import ProbeResult
+from probes.result import ProbeResult, failure
 
 DEFAULT_MASTER_PORT = 29556
 
@@ -31,6 +32,7 @@ class SlurmConfig:
     env: dict[str, str] = field(default_factory=dict)
     master_port: int = DEFAULT_MASTER_PORT
     srun: str = "srun"
+    scontrol: str = "scontrol"
 
 
 def srun_argv(hosts: list[str], opts: ProbeOptions, config: SlurmConfig) -> list[str]:
@@ -70,6 +72,22 @@ def srun_argv(hosts: list[str], opts: ProbeOptions, config: SlurmConfig) -> list
     return [*argv, config.python, "-m", "probes.allreduce", *node_opts.to_argv()]
 
 
+def node_problem(host: str, config: SlurmConfig) -> str | None:
+    """Why Slurm cannot run the probe on `host` (unknown, down, drained), or None."""
+    shown = run_command([config.scontrol, "show", "node", "-o", host], timeout=30)
+    if shown.missing_tool:
+        return f"{config.scontrol} not found: Slurm client tools are not installed here"
+    if shown.returncode != 0:
+        # srun does not always refuse a name it does not know; scontrol does.
+        return f"Slurm does not know node {host}: {(shown.stdout + shown.stderr).strip()[:200]}"
+    state = re.search(r"\bState=(\S+)", shown.stdout)
+    if state and re.search(r"DOWN|DRAIN|FAIL|NOT_RESPONDING", state.group(1)):
+        reason = re.search(r"\bReason=(.*?)(?: \w+=|$)", shown.stdout)
+        because = f" ({reason.group(1)})" if reason else ""
+        return f"Slurm node {host} is unavailable: State={state.group(1)}{because}"
+    return None
+
+
 def launch(
     hosts: list[str],
     opts: ProbeOptions,
@@ -79,13 +97,16 @@ def launch(
     timeout: float | None = None,
 ) -> ProbeResult:
     limit = deadline_timeout(opts.deadline, timeout) + config.immediate_s
+    problems = [problem for host in hosts if (problem := node_problem(host, config))]
+    if problems:
+        result = failure(problems[0], host=hosts[0], launcher="slurm")
+        result.reasons = problems
+        return result
     tracker = progress.Tracker(on_progress)
     outcome = run_command(srun_argv(hosts, opts, config), timeout=limit, on_line=tracker.feed)
     if outcome.missing_tool:
-        from probes.result import failure
-
         return failure(f"{config.srun} not found: Slurm client tools are not installed here", host=hosts[0])
-    return result_from_output(
+    result = result_from_output(
         outcome.stdout,
         outcome.stderr,
         host=hosts[0],
@@ -95,3 +116,10 @@ def launch(
         timeout=limit,
         tracker=tracker,
     )
+    ran_on = {rank.scheduler_node for rank in result.ranks if rank.scheduler_node}
+    if ran_on and ran_on != set(hosts):
+        result.verdict = "failed"
+        result.reasons.insert(
+            0, f"Slurm ran the probe on {', '.join(sorted(ran_on))}, not {', '.join(hosts)}"
+        )
+    return result

@@ -91,7 +91,7 @@ def test_a_corrupted_rank_is_named(tmp_path: Path) -> None:
     assert any(reason.startswith("wrong result on rank 1") for reason in result.reasons)
     assert all(size.wrong_ranks == [1] and not size.correct for size in result.results)
     # The ring pass points at the hop into the bad rank.
-    assert [(l.src, l.dst) for l in result.links if not l.correct] == [(0, 1)]
+    assert [(hop.src, hop.dst) for hop in result.links if not hop.correct] == [(0, 1)]
     assert done.returncode == 1
 
 
