@@ -55,6 +55,7 @@ from probes.verdict import decide
 FAULT_ENV = "NCCLBOT_PROBE_FAULT"
 # Ranks end themselves this long after the deadline if nothing else has ended them.
 SELF_DESTRUCT_GRACE_S = 5.0
+COLLECTIVE_TIMEOUT_SLACK_S = 3.0
 ELEMENT_BYTES = 4  # float32
 PATTERN_PERIOD = 251
 CONTRIB_PERIOD = 13
@@ -233,7 +234,7 @@ def assemble(
     world: int,
     sizes: list[int],
     host: str,
-    deadline_s: float,
+    deadline_s: float | None,
     started: float,
     opts: ProbeOptions,
     device_name: str,
@@ -370,14 +371,14 @@ def run_rank(opts: ProbeOptions) -> int:
         watcher = Sideband(dist.TCPStore(addr, port, world, False, timeout=remaining))
 
         def coordinate() -> None:
-            wait_for_outcome(watcher, world, deadline_at)
+            reached = wait_for_outcome(watcher, world, deadline_at)
             result = assemble(
                 watcher.snapshot(world),
                 backend=worker.backend,
                 world=world,
                 sizes=opts.sizes,
                 host=host,
-                deadline_s=opts.deadline,
+                deadline_s=opts.deadline if reached == "deadline" else None,
                 started=started,
                 opts=opts,
                 device_name=device_name,
@@ -399,7 +400,9 @@ def run_rank(opts: ProbeOptions) -> int:
 
     try:
         on_phase("init")
-        worker.init_group(store, deadline_at - time.monotonic())
+        # A little past the deadline, so that a rank that never arrives is reported by the coordinator at
+        # the deadline rather than as the store timeouts it causes on the others.
+        worker.init_group(store, deadline_at - time.monotonic() + COLLECTIVE_TIMEOUT_SLACK_S)
         progress.emit("initialized", rank=rank, host=host, backend=worker.backend)
         payload = worker.sweep(on_phase)
         sideband.finish(rank, payload)

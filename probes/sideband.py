@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch.distributed as dist
 
@@ -22,6 +22,8 @@ ERROR = PREFIX + "error/"
 CHECKS = PREFIX + "checks/"
 FINISHED_COUNT = PREFIX + "finished"
 ERROR_COUNT = PREFIX + "errors"
+
+Outcome = Literal["finished", "errors", "deadline"]
 
 
 class Sideband:
@@ -94,20 +96,20 @@ def wait_for_outcome(
     *,
     error_grace_s: float = 3.0,
     poll_s: float = 0.1,
-) -> bool:
-    """Block until every rank finished, or errors settled, or the deadline; True when all finished."""
+) -> Outcome:
+    """Block until every rank finished, or errors settled, or the deadline, and say which."""
     first_error: float | None = None
     while True:
         finished, errors = sideband.counts()
         if finished >= world_size:
-            return True
+            return "finished"
         now = time.monotonic()
         if errors:
             first_error = first_error or now
             # After an error the others usually block in a collective until their timeout: give them a
             # moment to report their own error or result, then stop waiting.
             if finished + errors >= world_size or now - first_error >= error_grace_s:
-                return False
+                return "errors"
         if now >= deadline_at:
-            return False
+            return "deadline"
         time.sleep(poll_s)

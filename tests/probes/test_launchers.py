@@ -132,7 +132,12 @@ def test_missing_tool_and_refusals_are_clear_failures() -> None:
         host="gpu01", launcher="ssh", returncode=255, timed_out=False, timeout=5,
     )  # fmt: skip
     assert result.reasons[0].startswith("refused: connection refused")
-    missing = launch("slurm", ["gpu01"], ProbeOptions(), slurm=SlurmConfig(srun="no-such-srun-ncclbot"))
+    missing = launch(
+        "slurm",
+        ["gpu01"],
+        ProbeOptions(),
+        slurm=SlurmConfig(srun="no-such-srun", scontrol="no-such-scontrol"),
+    )
     assert missing.verdict == "failed" and "not installed" in missing.reasons[0]
 
 
