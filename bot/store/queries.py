@@ -187,9 +187,12 @@ def lemon_nodes(session: Session, *, days: int, now: datetime) -> list[LemonNode
 
 
 def gpu_hours_lost(session: Session, *, by: Grouping, days: int, now: datetime) -> list[CostRow]:
-    """Estimated GPU-hours lost per class or per culprit node, costliest first."""
-    start = now - timedelta(days=days)
+    """Estimated GPU-hours lost per class or per culprit node, costliest first (occurrences without a
+    node are left out of the per-node view)."""
     key = Occurrence.class_id if by == "class" else Occurrence.node_id
+    where = [Occurrence.occurred_at > now - timedelta(days=days), Occurrence.occurred_at <= now]
+    if by == "node":
+        where.append(Occurrence.node_id.is_not(None))
     rows = session.execute(
         select(
             key,
@@ -197,7 +200,7 @@ def gpu_hours_lost(session: Session, *, by: Grouping, days: int, now: datetime) 
             func.count(),
             func.count(Occurrence.gpu_hours_lost),
         )
-        .where(Occurrence.occurred_at > start, Occurrence.occurred_at <= now)
+        .where(*where)
         .group_by(key)
     ).all()
     nodes = _nodes_by_id(session, {r[0] for r in rows}) if by == "node" else {}

@@ -211,8 +211,15 @@ class Store:
         )
 
     def _node(self, session: Session, hostname: str, cluster: str | None, at: datetime) -> Node:
-        """Get or create; concurrent writers of different fingerprints may race for the same node."""
+        """Get or create; concurrent writers of different fingerprints may race for the same node.
+
+        Without a cluster, a hostname known in exactly one cluster is that node (a probe launched by
+        hand rarely says which cluster it ran in)."""
         hostname, cluster_key = normalise_host(hostname), cluster or ""
+        if cluster is None:
+            known = session.scalars(select(Node).where(Node.hostname == hostname).limit(2)).all()
+            if len(known) == 1:
+                return known[0]
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         session.execute(
             dialect.insert(Node)
