@@ -122,8 +122,15 @@ class Occurrence(Base):
 
     __tablename__ = "occurrences"
     __table_args__ = (
-        # Covering index: the per-period recurrence and cost queries read it alone (index-only scan).
-        Index("ix_occurrences_occurred_at_class_id_node_id", "occurred_at", "class_id", "node_id"),
+        # Covering index: the per-period recurrence, cost and lemon queries read it alone (index-only
+        # scan on PostgreSQL; SQLite has no INCLUDE and gets the key columns).
+        Index(
+            "ix_occurrences_recurrence_cover",
+            "occurred_at",
+            "class_id",
+            "node_id",
+            postgresql_include=["incident_id", "gpu_hours_lost"],
+        ),
         Index("ix_occurrences_class_id_occurred_at", "class_id", "occurred_at"),
         Index("ix_occurrences_node_id_occurred_at", "node_id", "occurred_at"),
     )

@@ -85,7 +85,7 @@ def test_from_previous_revision_keeps_the_data(database_url: str) -> None:
     finally:
         engine.dispose()
     indexes = _index_names(database_url, "occurrences")
-    assert {"ix_occurrences_class_id_occurred_at", "ix_occurrences_occurred_at_class_id_node_id"} <= indexes
+    assert {"ix_occurrences_class_id_occurred_at", "ix_occurrences_recurrence_cover"} <= indexes
     assert "ix_occurrences_occurred_at" not in indexes  # replaced by the covering index
     assert _schema_drift(database_url) == []
     with Store.open(database_url) as store:

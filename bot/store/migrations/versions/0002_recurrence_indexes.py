@@ -20,7 +20,10 @@ def upgrade() -> None:
     with op.batch_alter_table("occurrences") as batch:
         batch.add_column(sa.Column("since_progress_ms", sa.Integer(), nullable=True))
     op.create_index(
-        "ix_occurrences_occurred_at_class_id_node_id", "occurrences", ["occurred_at", "class_id", "node_id"]
+        "ix_occurrences_recurrence_cover",
+        "occurrences",
+        ["occurred_at", "class_id", "node_id"],
+        postgresql_include=["incident_id", "gpu_hours_lost"],
     )
     op.drop_index("ix_occurrences_occurred_at", table_name="occurrences")
     op.create_index("ix_occurrences_class_id_occurred_at", "occurrences", ["class_id", "occurred_at"])
@@ -31,6 +34,6 @@ def downgrade() -> None:
     op.drop_index("ix_occurrences_node_id_occurred_at", table_name="occurrences")
     op.drop_index("ix_occurrences_class_id_occurred_at", table_name="occurrences")
     op.create_index("ix_occurrences_occurred_at", "occurrences", ["occurred_at"])
-    op.drop_index("ix_occurrences_occurred_at_class_id_node_id", table_name="occurrences")
+    op.drop_index("ix_occurrences_recurrence_cover", table_name="occurrences")
     with op.batch_alter_table("occurrences") as batch:
         batch.drop_column("since_progress_ms")
