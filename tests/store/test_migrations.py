@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from bot.store import Store, migrate
+from bot.store import Store, StoreError, migrate
 from bot.store.engine import create_store_engine
 from bot.store.models import Base
 
@@ -128,5 +128,17 @@ def test_replicas_starting_together_migrate_once(database_url: str) -> None:
     engine = create_store_engine(database_url)
     try:
         assert migrate.current_revision(engine) == migrate.head_revision()
+    finally:
+        engine.dispose()
+
+
+def test_a_schema_from_a_newer_version_is_a_clear_error(database_url: str) -> None:
+    engine = create_store_engine(database_url)
+    try:
+        migrate.upgrade(engine)
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        with pytest.raises(StoreError, match=r"revision '9999'.*newer version"):
+            migrate.upgrade(engine)
     finally:
         engine.dispose()

@@ -56,6 +56,18 @@ def test_recurrence_per_node(seeded: Store) -> None:
     ]
 
 
+def test_recurrence_report_covers_both_groupings_and_periods(seeded: Store) -> None:
+    from bot.store.queries import recurrence_report
+
+    with seeded._read() as session:
+        report = recurrence_report(session, now=NOW)
+    assert {by: sorted(periods) for by, periods in report.items()} == {
+        "class": [7, 30, 90],
+        "node": [7, 30, 90],
+    }
+    assert report["node"][7] == seeded.recurrence(by="node", days=7, now=NOW)
+
+
 def test_lemon_nodes(seeded: Store) -> None:
     lemons = seeded.lemon_nodes(days=30, now=NOW)
     assert [
