@@ -4,7 +4,7 @@ probe runs, changes incidents on people's behalf, and answers the queries of `bo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -297,8 +297,15 @@ class Store:
     # -- people acting on incidents (the Slack app calls these) ---------------------------------------
 
     def _change_incident(
-        self, incident_id: int, actor: str, action: str, detail: dict[str, Any], at: datetime, change: Any
+        self,
+        incident_id: int,
+        actor: str,
+        action: str,
+        detail: dict[str, Any],
+        at: datetime,
+        change: Callable[[Incident], None],
     ) -> IncidentSummary:
+        """Apply `change` to one incident and log it, in one transaction."""
         with self._write.begin() as session:
             incident = session.get(Incident, incident_id)
             if incident is None:
