@@ -145,6 +145,7 @@ def main() -> int:
         "--url", default=os.environ.get("NCCLBOT_TEST_POSTGRES_URL"), help="admin PostgreSQL URL"
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="occurrences to seed")
+    parser.add_argument("--keep", action="store_true", help=f"keep the {BENCH_DATABASE} database afterwards")
     args = parser.parse_args()
     if not args.url or not normalise_url(args.url).startswith("postgresql"):
         print(
@@ -188,6 +189,9 @@ def main() -> int:
         )
     finally:
         store.close()
+        if not args.keep:
+            with psycopg.connect(_conninfo(normalise_url(args.url)), autocommit=True) as connection:
+                connection.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
 
     print(f"baseline SELECT 1: {baseline * 1000:.2f} ms (median of {RUNS})")
     print(f"{'query':<42} {'median ms':>10} {'x baseline':>11}")
