@@ -24,10 +24,6 @@ from matcher.taxonomy import CLASSES
 Handler = Callable[[argparse.Namespace], int]
 
 
-class StoreUnavailable(Exception):
-    """The database cannot be opened or reached (exit status 2, one line)."""
-
-
 def _positive_days(text: str) -> int:
     try:
         days = int(text)
@@ -53,8 +49,9 @@ def _add_database_option(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def _one_line_errors() -> Iterator[None]:
-    """Database problems become the CLI's one-line exit-2 errors instead of tracebacks."""
+def store_errors_as_usage_errors() -> Iterator[None]:
+    """Database problems become the CLI's one-line exit-2 errors instead of tracebacks (for any
+    command that opens the store, `ncclbot diagnose` included)."""
     from bot.cli import UsageError
 
     try:
@@ -72,7 +69,7 @@ def _print_json(document: Any) -> None:
 
 
 def _history(args: argparse.Namespace) -> int:
-    with _one_line_errors(), Store.open(args.database_url) as store:
+    with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
         occurrences = store.history(days=args.days, node=args.node, class_id=args.class_id)
         runs = store.probe_runs(days=args.days, node=args.node) if args.class_id is None else []
     if args.json:
@@ -105,7 +102,7 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _incidents(args: argparse.Namespace) -> int:
-    with _one_line_errors(), Store.open(args.database_url) as store:
+    with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
         incidents = store.incidents(open_only=args.open)
     if args.json:
         _print_json({"incidents": [i.to_json() for i in incidents]})
@@ -121,7 +118,7 @@ def _incidents(args: argparse.Namespace) -> int:
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
-    with _one_line_errors():
+    with store_errors_as_usage_errors():
         url = database_url(args.database_url)
         engine = create_store_engine(url)
         try:

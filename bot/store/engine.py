@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,22 @@ def create_store_engine(url: str) -> Engine:
     raise StoreError(f"unsupported database {parsed.get_backend_name()!r}: use sqlite or postgresql")
 
 
+def _ensure_wal(dbapi_connection: sqlite3.Connection) -> None:
+    """Switch the file to WAL (persistent, so normally once). The switch does not wait on the busy
+    timeout: when several processes open a new file together, it is retried for a while."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            mode = dbapi_connection.execute("PRAGMA journal_mode").fetchone()
+            if mode and str(mode[0]).lower() == "wal":
+                return
+            dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _sqlite_engine(url: str, database: str | None) -> Engine:
     if not database or database == ":memory:":
         raise StoreError("the store needs a SQLite file, not an in-memory database")
@@ -44,10 +61,10 @@ def _sqlite_engine(url: str, database: str | None) -> Engine:
         # Take transaction control from pysqlite so that BEGIN is ours (see the begin hook).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        _ensure_wal(dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:

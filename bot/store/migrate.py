@@ -15,7 +15,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
-from bot.store.engine import WRITE_OPTION
+from bot.store.engine import WRITE_OPTION, StoreError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
@@ -44,8 +44,15 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine, revision: str = "head") -> str | None:
     """Migrate to `revision` (default: head); returns the revision the database is at afterwards."""
-    if revision == "head" and current_revision(engine) == head_revision():
-        return head_revision()  # the common case: no lock, no transaction
+    current = current_revision(engine)
+    if revision == "head" and current == head_revision():
+        return current  # the common case: no lock, no transaction
+    known = {script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    if current is not None and current not in known:
+        raise StoreError(
+            f"the database schema is at revision {current!r}, which this ncclbot does not know;"
+            " it was written by a newer version"
+        )
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})

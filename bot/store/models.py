@@ -122,13 +122,22 @@ class Occurrence(Base):
 
     __tablename__ = "occurrences"
     __table_args__ = (
+        # Covering index: the per-period recurrence, cost and lemon queries read it alone (index-only
+        # scan on PostgreSQL; SQLite has no INCLUDE and gets the key columns).
+        Index(
+            "ix_occurrences_recurrence_cover",
+            "occurred_at",
+            "class_id",
+            "node_id",
+            postgresql_include=["incident_id", "gpu_hours_lost"],
+        ),
         Index("ix_occurrences_class_id_occurred_at", "class_id", "occurred_at"),
         Index("ix_occurrences_node_id_occurred_at", "node_id", "occurred_at"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id"), index=True)
-    occurred_at: Mapped[datetime] = mapped_column(index=True)
+    occurred_at: Mapped[datetime]
     source: Mapped[str] = mapped_column(String(16))
     job_id: Mapped[str | None] = mapped_column(String(255))
     cluster: Mapped[str | None] = mapped_column(String(255))

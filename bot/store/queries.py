@@ -120,11 +120,31 @@ def _nodes_by_id(session: Session, ids: set[Any]) -> dict[int, Node]:
     return {node.id: node for node in session.scalars(select(Node).where(Node.id.in_(wanted)))}
 
 
-def _group_label(by: Grouping, group: Any, nodes: dict[int, Node]) -> tuple[str, str | None]:
-    """The display key of a GROUP BY value: the class id itself, or the node's hostname and cluster."""
+def _grouped(
+    session: Session, by: Grouping, aggregates: list[Any], where: list[ColumnElement[bool]]
+) -> list[tuple[Any, ...]]:
+    """(label, cluster, *aggregates) per class, or per culprit node (named by hostname and cluster).
+
+    Per node, the occurrences are aggregated first and only the resulting rows joined to the nodes,
+    so the large table is read through its covering index alone."""
     if by == "class":
-        return str(group), None
-    return _node_label(nodes.get(group) if isinstance(group, int) else None)
+        rows = session.execute(
+            select(Occurrence.class_id, *aggregates).where(*where).group_by(Occurrence.class_id)
+        ).all()
+        return [(row[0], None, *row[1:]) for row in rows]
+    labelled = [aggregate.label(f"a{i}") for i, aggregate in enumerate(aggregates)]
+    per_node = (
+        select(Occurrence.node_id, *labelled)
+        .where(Occurrence.node_id.is_not(None), *where)
+        .group_by(Occurrence.node_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Node.hostname, Node.cluster, *(per_node.c[f"a{i}"] for i in range(len(aggregates)))).join(
+            per_node, per_node.c.node_id == Node.id
+        )
+    ).all()
+    return [(row[0], row[1] or None, *row[2:]) for row in rows]
 
 
 def recurrence(session: Session, *, by: Grouping, days: int, now: datetime) -> list[RecurrenceRow]:
@@ -132,18 +152,13 @@ def recurrence(session: Session, *, by: Grouping, days: int, now: datetime) -> l
     the per-node view."""
     current_start = now - timedelta(days=days)
     previous_start = now - timedelta(days=2 * days)
-    key = Occurrence.class_id if by == "class" else Occurrence.node_id
     current = func.count().filter(Occurrence.occurred_at > current_start)
     previous = func.count().filter(Occurrence.occurred_at <= current_start)
     where = [Occurrence.occurred_at > previous_start, Occurrence.occurred_at <= now]
-    if by == "node":
-        where.append(Occurrence.node_id.is_not(None))
-    rows = session.execute(select(key, current, previous).where(*where).group_by(key)).all()
-    nodes = _nodes_by_id(session, {r[0] for r in rows}) if by == "node" else {}
-    result = []
-    for group, count, before in rows:
-        label, cluster = _group_label(by, group, nodes)
-        result.append(RecurrenceRow(key=label, cluster=cluster, count=int(count), previous=int(before)))
+    result = [
+        RecurrenceRow(key=label, cluster=cluster, count=int(count), previous=int(before))
+        for label, cluster, count, before in _grouped(session, by, [current, previous], where)
+    ]
     return sorted(result, key=lambda r: (-r.count, -r.previous, r.key, r.cluster or ""))
 
 
@@ -187,24 +202,18 @@ def lemon_nodes(session: Session, *, days: int, now: datetime) -> list[LemonNode
 
 
 def gpu_hours_lost(session: Session, *, by: Grouping, days: int, now: datetime) -> list[CostRow]:
-    """Estimated GPU-hours lost per class or per culprit node, costliest first."""
-    start = now - timedelta(days=days)
-    key = Occurrence.class_id if by == "class" else Occurrence.node_id
-    rows = session.execute(
-        select(
-            key,
-            func.coalesce(func.sum(Occurrence.gpu_hours_lost), 0.0),
-            func.count(),
-            func.count(Occurrence.gpu_hours_lost),
-        )
-        .where(Occurrence.occurred_at > start, Occurrence.occurred_at <= now)
-        .group_by(key)
-    ).all()
-    nodes = _nodes_by_id(session, {r[0] for r in rows}) if by == "node" else {}
-    result = []
-    for group, hours, count, estimated in rows:
-        label, cluster = _group_label(by, group, nodes)
-        result.append(CostRow(label, cluster, float(hours or 0.0), int(count), int(estimated)))
+    """Estimated GPU-hours lost per class or per culprit node, costliest first (occurrences without a
+    node are left out of the per-node view)."""
+    where = [Occurrence.occurred_at > now - timedelta(days=days), Occurrence.occurred_at <= now]
+    aggregates = [
+        func.coalesce(func.sum(Occurrence.gpu_hours_lost), 0.0),
+        func.count(),
+        func.count(Occurrence.gpu_hours_lost),
+    ]
+    result = [
+        CostRow(label, cluster, float(hours or 0.0), int(count), int(estimated))
+        for label, cluster, hours, count, estimated in _grouped(session, by, aggregates, where)
+    ]
     return sorted(result, key=lambda r: (-r.gpu_hours, r.key, r.cluster or ""))
 
 

@@ -4,7 +4,7 @@ probe runs, changes incidents on people's behalf, and answers the queries of `bo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -211,8 +211,15 @@ class Store:
         )
 
     def _node(self, session: Session, hostname: str, cluster: str | None, at: datetime) -> Node:
-        """Get or create; concurrent writers of different fingerprints may race for the same node."""
+        """Get or create; concurrent writers of different fingerprints may race for the same node.
+
+        Without a cluster, a hostname known in exactly one cluster is that node (a probe launched by
+        hand rarely says which cluster it ran in)."""
         hostname, cluster_key = normalise_host(hostname), cluster or ""
+        if cluster is None:
+            known = session.scalars(select(Node).where(Node.hostname == hostname).limit(2)).all()
+            if len(known) == 1:
+                return known[0]
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         session.execute(
             dialect.insert(Node)
@@ -290,8 +297,15 @@ class Store:
     # -- people acting on incidents (the Slack app calls these) ---------------------------------------
 
     def _change_incident(
-        self, incident_id: int, actor: str, action: str, detail: dict[str, Any], at: datetime, change: Any
+        self,
+        incident_id: int,
+        actor: str,
+        action: str,
+        detail: dict[str, Any],
+        at: datetime,
+        change: Callable[[Incident], None],
     ) -> IncidentSummary:
+        """Apply `change` to one incident and log it, in one transaction."""
         with self._write.begin() as session:
             incident = session.get(Incident, incident_id)
             if incident is None:

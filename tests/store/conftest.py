@@ -34,7 +34,7 @@ def _admin_execute(admin_url: str, statement: str) -> None:
     conninfo = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
     try:
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as connection:
-            connection.execute(statement)  # type: ignore[arg-type]
+            connection.execute(statement)
     except psycopg.OperationalError as error:
         need_service(False, f"PostgreSQL at {POSTGRES_ENV} is not reachable: {error}")
 

@@ -1,4 +1,5 @@
-"""Recurrence queries: per-class and per-node indexes over time; time since the last progress line.
+"""Recurrence queries: a covering index over time (replacing the plain one) and per-class and per-node
+indexes; time since the last progress line.
 
 Revision ID: 0002
 Revises: 0001
@@ -18,6 +19,13 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("occurrences") as batch:
         batch.add_column(sa.Column("since_progress_ms", sa.Integer(), nullable=True))
+    op.create_index(
+        "ix_occurrences_recurrence_cover",
+        "occurrences",
+        ["occurred_at", "class_id", "node_id"],
+        postgresql_include=["incident_id", "gpu_hours_lost"],
+    )
+    op.drop_index("ix_occurrences_occurred_at", table_name="occurrences")
     op.create_index("ix_occurrences_class_id_occurred_at", "occurrences", ["class_id", "occurred_at"])
     op.create_index("ix_occurrences_node_id_occurred_at", "occurrences", ["node_id", "occurred_at"])
 
@@ -25,5 +33,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_occurrences_node_id_occurred_at", table_name="occurrences")
     op.drop_index("ix_occurrences_class_id_occurred_at", table_name="occurrences")
+    op.create_index("ix_occurrences_occurred_at", "occurrences", ["occurred_at"])
+    op.drop_index("ix_occurrences_recurrence_cover", table_name="occurrences")
     with op.batch_alter_table("occurrences") as batch:
         batch.drop_column("since_progress_ms")
