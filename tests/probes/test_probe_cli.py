@@ -25,7 +25,8 @@ def ncclbot(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_probe_local_json_is_stored_and_shown_in_history(tmp_path: Path) -> None:
-    done = ncclbot(tmp_path, "probe", "--via", "local", "--nproc", "2", "--json", "--sizes", "8,1K", "--iters", "1")
+    args = ["probe", "--via", "local", "--nproc", "2", "--json", "--sizes", "8,1K", "--iters", "1"]
+    done = ncclbot(tmp_path, *args)
     assert done.returncode == 0, done.stderr[-2000:]
     result = ProbeResult.from_json(done.stdout.strip())
     assert result.verdict == "healthy" and result.world_size == 2 and result.backend == "gloo"
