@@ -82,7 +82,8 @@ def node_problem(host: str, config: SlurmConfig) -> str | None:
         return f"Slurm does not know node {host}: {(shown.stdout + shown.stderr).strip()[:200]}"
     state = re.search(r"\bState=(\S+)", shown.stdout)
     if state and re.search(r"DOWN|DRAIN|FAIL|NOT_RESPONDING", state.group(1)):
-        reason = re.search(r"\bReason=(.*?)(?: \w+=|$)", shown.stdout)
+        # `Reason=text [user@time]` comes before the next `Key=` field.
+        reason = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?: \w+=|$)", shown.stdout)
         because = f" ({reason.group(1)})" if reason else ""
         return f"Slurm node {host} is unavailable: State={state.group(1)}{because}"
     return None

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -100,3 +102,31 @@ def test_slurm_unknown_node_is_a_clear_failure() -> None:
     result = launch("slurm", ["no-such-node-7"], QUICK, slurm=config, timeout=30)
     assert result.verdict == "failed"
     assert result.reasons[0].startswith("Slurm does not know node no-such-node-7")
+
+
+def wait_until_idle(node: str, seconds: float = 15.0) -> None:
+    """After RESUME the node shows `idle*` for a moment; later tests need it plainly idle."""
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        state = subprocess.run(
+            ["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True, timeout=30
+        )
+        if state.stdout.strip() == "idle":
+            return
+        time.sleep(0.2)
+
+
+@pytest.mark.slurm
+def test_slurm_drained_node_is_reported_with_its_reason() -> None:
+    need_service(bool(os.environ.get("NCCLBOT_TEST_SLURM")) and bool(shutil.which("srun")), "no test Slurm")
+    node = os.environ.get("NCCLBOT_TEST_SLURM_NODE", "localhost")
+    scontrol = ["scontrol", "update", f"NodeName={node}"]
+    subprocess.run([*scontrol, "State=DRAIN", "Reason=ncclbot probe test"], check=True, timeout=30)
+    try:
+        result = launch("slurm", [node], QUICK, slurm=SlurmConfig(python=sys.executable, immediate_s=5))
+    finally:
+        subprocess.run([*scontrol, "State=RESUME"], check=True, timeout=30)
+        wait_until_idle(node)
+    assert result.verdict == "failed"
+    assert result.reasons[0].startswith(f"Slurm node {node} is unavailable: State=IDLE+DRAIN")
+    assert "(ncclbot probe test)" in result.reasons[0]
