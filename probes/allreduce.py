@@ -13,7 +13,8 @@ the spawner) tear the others down. Every rank also ends itself a little after th
 outlives it.
 
 Fault injection, for the tests only: NCCLBOT_PROBE_FAULT=delay:RANK:SECONDS (that rank sleeps before
-checking in) or corrupt:RANK (that rank alters its result after every collective).
+checking in), hang:RANK:SECONDS (that rank joins the group, then stalls before the first collective)
+or corrupt:RANK (that rank alters its result after every collective).
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ class Fault:
         if not spec:
             return cls()
         parts = spec.split(":")
-        if parts[0] == "delay" and len(parts) == 3:
-            return cls("delay", int(parts[1]), float(parts[2]))
+        if parts[0] in {"delay", "hang"} and len(parts) == 3:
+            return cls(parts[0], int(parts[1]), float(parts[2]))
         if parts[0] == "corrupt" and len(parts) == 2:
             return cls("corrupt", int(parts[1]))
         raise SystemExit(f"probes.allreduce: bad {FAULT_ENV}={spec!r}")
@@ -159,6 +160,8 @@ class Worker:
         times: list[float] = []
         correct: list[bool] = []
         started = time.perf_counter()
+        if self.fault.hits("hang", self.rank):
+            time.sleep(self.fault.seconds)
         for nbytes in sizes:
             on_phase(f"allreduce {progress.human_bytes(nbytes)}")
             n = nbytes // ELEMENT_BYTES
@@ -263,6 +266,7 @@ def assemble(
                 arrived=report.info is not None,
                 finished=final is not None,
                 phase=report.phase,
+                step=report.step,
                 error=report.error,
                 size_time_us=final["size_time_us"] if final else [],
                 scheduler_node=info.get("scheduler_node"),

@@ -76,6 +76,7 @@ class RankResult:
     error: str | None = None
     size_time_us: list[float] = field(default_factory=list)
     scheduler_node: str | None = None  # the node name the scheduler gave the rank (SLURMD_NODENAME)
+    step: int | None = None  # how many probe phases the rank entered (all ranks go through the same ones)
 
 
 @dataclass(slots=True)

@@ -29,6 +29,8 @@ Outcome = Literal["finished", "errors", "deadline"]
 class Sideband:
     def __init__(self, store: dist.Store) -> None:
         self.store = store
+        # Every rank goes through the same phases in the same order, so the count says how far it got.
+        self.steps = 0
 
     def _put(self, key: str, value: Any) -> None:
         self.store.set(key, json.dumps(value))
@@ -43,7 +45,8 @@ class Sideband:
         self.phase(rank, "arrived")
 
     def phase(self, rank: int, phase: str) -> None:
-        self.store.set(PHASE + str(rank), phase)
+        self.steps += 1
+        self._put(PHASE + str(rank), {"step": self.steps, "name": phase})
 
     def post_checks(self, rank: int, checks: list[dict[str, Any]]) -> None:
         self._put(CHECKS + str(rank), checks)
@@ -63,14 +66,13 @@ class Sideband:
     def snapshot(self, world_size: int) -> list[RankReport]:
         reports = []
         for rank in range(world_size):
-            phase = (
-                self.store.get(PHASE + str(rank)).decode() if self.store.check([PHASE + str(rank)]) else None
-            )
+            phase = self._get(PHASE + str(rank)) or {}
             reports.append(
                 RankReport(
                     rank=rank,
                     info=self._get(ARRIVED + str(rank)),
-                    phase=phase,
+                    phase=phase.get("name"),
+                    step=phase.get("step"),
                     final=self._get(FINAL + str(rank)),
                     error=self._get(ERROR + str(rank)),
                     checks=self._get(CHECKS + str(rank)) or [],
@@ -84,6 +86,7 @@ class RankReport:
     rank: int
     info: dict[str, Any] | None
     phase: str | None
+    step: int | None
     final: dict[str, Any] | None
     error: str | None
     checks: list[dict[str, Any]] = field(default_factory=list)

@@ -20,16 +20,26 @@ def _ranges(sizes: list[int]) -> str:
 def failure_reasons(result: ProbeResult, *, deadline_s: float | None = None) -> list[str]:
     by_deadline = f" before the {deadline_s:g} s deadline" if deadline_s else ""
     # Ranks that never arrived come first: the errors and stalls of the others usually follow from them.
-    missing, errors, stalled = [], [], []
+    missing, errors, behind, stalled = [], [], [], []
+    unfinished = [
+        r for r in result.ranks if r.arrived and not r.finished and not r.error and r.step is not None
+    ]
+    furthest = max(unfinished, key=lambda r: r.step or 0, default=None)
     for rank in result.ranks:
         where = f"rank {rank.rank}" + (f" ({rank.host})" if rank.host else "")
         if not rank.arrived:
             missing.append(f"rank {rank.rank} never arrived{by_deadline}")
         elif rank.error:
             errors.append(f"{where} failed: {rank.error}")
+        elif not rank.finished and furthest is not None and (rank.step or 0) < (furthest.step or 0):
+            # The others moved on and now wait for it inside a collective: this one is the straggler.
+            behind.append(
+                f"{where} is the straggler: stuck at '{rank.phase}' while other ranks reached"
+                f" '{furthest.phase}'{by_deadline}"
+            )
         elif not rank.finished:
             stalled.append(f"{where} did not finish{by_deadline} (last seen: {rank.phase or 'unknown'})")
-    reasons = missing + errors + stalled
+    reasons = missing + behind + errors + stalled
     wrong: dict[int, list[int]] = {}
     for size in result.results:
         for rank_id in size.wrong_ranks:

@@ -106,3 +106,16 @@ def test_when_rank_0_never_arrives_the_spawner_names_it(tmp_path: Path) -> None:
     assert result.reasons[0] == "rank 0 never arrived before the 4 s deadline"
     assert [r.rank for r in result.ranks if r.arrived] == [1]
     assert done.returncode == 1
+
+
+def test_a_rank_stalled_before_a_collective_is_named_the_straggler(tmp_path: Path) -> None:
+    result, done = run_probe(
+        tmp_path,
+        "--nproc", "3", "--sizes", "8,1K", "--iters", "1", "--deadline", "8", "--no-checks",
+        NCCLBOT_PROBE_FAULT="hang:1:120",
+    )  # fmt: skip
+    assert result.verdict == "failed"
+    assert result.reasons[0].startswith("rank 1 (")
+    assert "is the straggler: stuck at 'init' while other ranks reached 'allreduce 8 B'" in result.reasons[0]
+    assert all(rank.arrived and not rank.finished for rank in result.ranks)
+    assert done.returncode == 1

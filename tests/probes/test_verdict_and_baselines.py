@@ -119,3 +119,19 @@ def test_result_json_round_trip_and_validation() -> None:
         ProbeResult.from_dict({**result.to_dict(), "verdict": "fine"})
     with pytest.raises(ResultError, match="lacks 'host'"):
         ProbeResult.from_dict({k: v for k, v in result.to_dict().items() if k != "host"})
+
+
+def test_the_rank_behind_the_others_is_the_straggler() -> None:
+    ranks = [
+        RankResult(0, host="a", finished=False, phase="allreduce 1 MiB", step=9),
+        RankResult(1, host="b", finished=False, phase="allreduce 64 KiB", step=6),
+        RankResult(2, host="c", finished=False, phase="allreduce 1 MiB", step=9),
+    ]
+    result = base_result(ranks=ranks)
+    decide(result)
+    assert result.reasons == [
+        "rank 1 (b) is the straggler: stuck at 'allreduce 64 KiB'"
+        " while other ranks reached 'allreduce 1 MiB'",
+        "rank 0 (a) did not finish (last seen: allreduce 1 MiB)",
+        "rank 2 (c) did not finish (last seen: allreduce 1 MiB)",
+    ]
