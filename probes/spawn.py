@@ -1,15 +1,15 @@
 """Start this node's ranks of the probe as child processes, under the probe's hard deadline.
 
 Used when `python -m probes.allreduce` runs without torchrun. Each child is `python -m probes.allreduce`
-with RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set, in its own session so that it and anything
-it starts can be killed as a group. Children's stderr is relayed (progress lines included); on node 0
-the result rank 0 printed is passed on, or, when rank 0 printed none before the deadline, a failed
-result that names the ranks that never checked in. Stdlib only.
+with RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT set, in the spawner's own process group, so a
+launcher that kills the spawner's group at its deadline ends the ranks too. Children's stderr is
+relayed (progress lines included); on node 0 the result rank 0 printed is passed on, or, when rank 0
+printed none before the deadline, a failed result that names the ranks that never checked in.
+Stdlib only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -50,7 +50,7 @@ class RankProcess:
         self.rank = rank
         self.stdout: list[str] = []
         self.process = subprocess.Popen(
-            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         self.lock = threading.Lock()
         self.readers = [
@@ -73,8 +73,7 @@ class RankProcess:
 
     def kill(self) -> None:
         if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.kill()
         self.process.wait()
 
     def drain(self) -> None:

@@ -154,3 +154,30 @@ def test_local_launcher_returns_the_probe_result_and_progress(
     assert "rank 0 on " + socket.gethostname() + " arrived" in lines
     assert any(line.startswith("allreduce 4 KiB:") for line in lines)
     assert lines[-1] == "verdict: healthy"
+
+
+def test_local_launcher_timeout_names_missing_ranks_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = f"ncclbot-test-{tmp_path.name}"
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("NCCLBOT_PROBE_FAULT", "delay:0:120")
+    monkeypatch.setenv("NCCLBOT_TEST_MARKER", marker)
+    opts = ProbeOptions(nproc=2, explicit_sizes=[8], iters=1, deadline=60, no_checks=True)
+    result = launch("local", [], opts, timeout=5)
+    assert result.verdict == "failed"
+    assert result.reasons == [
+        f"timed out: no result from {socket.gethostname()} within 5 s; ranks that never checked in: 0"
+    ]
+    assert processes_with(marker) == []
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"NCCLBOT_TEST_MARKER={marker}".encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
