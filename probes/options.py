@@ -53,6 +53,7 @@ class ProbeOptions:
     master_addr: str | None = None
     master_port: int | None = None
     backend_resolved: str | None = None
+    watch_stdin: bool = False
 
     @property
     def sizes(self) -> list[int]:
@@ -80,6 +81,8 @@ class ProbeOptions:
             argv += ["--p2p-bytes", str(self.p2p_bytes_option)]
         if self.no_checks:
             argv.append("--no-checks")
+        if self.watch_stdin:
+            argv.append("--watch-stdin")
         if self.baselines:
             argv += ["--baselines", self.baselines]
         if self.nproc:
@@ -125,6 +128,11 @@ def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
         help="hard deadline for the whole probe, seconds",
     )
     parser.add_argument("--no-checks", action="store_true", help="skip the node checks")
+    parser.add_argument(
+        "--watch-stdin",
+        action="store_true",
+        help="stop the ranks when stdin closes (how an ssh launcher that gave up reaches the node)",
+    )
     parser.add_argument("--baselines", help="JSON file of per-SKU busbw baselines (see probes.baselines)")
     parser.add_argument("--nproc", type=int, help="local ranks to start when not under torchrun")
     parser.add_argument("--nnodes", type=int, default=1, help="nodes taking part (each runs this command)")
@@ -159,6 +167,7 @@ def options_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         p2p_bytes_option=args.p2p_bytes,
         deadline=args.deadline,
         no_checks=args.no_checks,
+        watch_stdin=args.watch_stdin,
         baselines=args.baselines,
         nproc=args.nproc,
         nnodes=args.nnodes,

@@ -50,7 +50,7 @@ class RankProcess:
         self.rank = rank
         self.stdout: list[str] = []
         self.process = subprocess.Popen(
-            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         self.lock = threading.Lock()
         self.readers = [
@@ -96,6 +96,10 @@ def spawn_local_ranks(opts: ProbeOptions, argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
+    # sshd does not signal a command without a terminal when the client goes away; it closes stdin.
+    launcher_gone = threading.Event()
+    if opts.watch_stdin:
+        threading.Thread(target=lambda: (sys.stdin.read(), launcher_gone.set()), daemon=True).start()
     started = time.monotonic()
     for local_rank in range(nproc):
         rank = (opts.node_rank or 0) * nproc + local_rank
@@ -119,6 +123,10 @@ def spawn_local_ranks(opts: ProbeOptions, argv: list[str]) -> int:
             leader_exited_at = now
         if now >= kill_at or (leader_exited_at is not None and now - leader_exited_at >= PEER_GRACE_S):
             break
+        if launcher_gone.is_set():
+            for child in children:
+                child.kill()
+            return 143
         time.sleep(0.1)
     timed_out = time.monotonic() >= kill_at
     for child in children:

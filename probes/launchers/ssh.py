@@ -37,7 +37,7 @@ class SshConfig:
 def remote_argv(
     opts: ProbeOptions, config: SshConfig, *, nnodes: int, node_rank: int, master: str
 ) -> list[str]:
-    node_opts = dataclasses.replace(opts, json=True)
+    node_opts = dataclasses.replace(opts, json=True, watch_stdin=True)
     if nnodes > 1:
         node_opts = dataclasses.replace(
             node_opts, nnodes=nnodes, node_rank=node_rank, master_addr=master, master_port=config.master_port

@@ -42,3 +42,15 @@ def run_probe(
     )
     data: dict[str, Any] = json.loads(lines[-1])
     return ProbeResult.from_dict(data), done
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs of live processes whose environment carries NCCLBOT_TEST_MARKER=marker."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"NCCLBOT_TEST_MARKER={marker}".encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found

@@ -16,7 +16,7 @@ from probes.launchers.slurm import srun_argv
 from probes.launchers.ssh import remote_argv
 from probes.options import ProbeOptions
 
-from .helpers import ROOT
+from .helpers import ROOT, processes_with
 
 DEPLOY_TEMPLATE = ROOT / "deploy" / "kubernetes" / "probe-job.yaml"
 
@@ -170,14 +170,3 @@ def test_local_launcher_timeout_names_missing_ranks_and_leaves_no_process(
         f"timed out: no result from {socket.gethostname()} within 5 s; ranks that never checked in: 0"
     ]
     assert processes_with(marker) == []
-
-
-def processes_with(marker: str) -> list[int]:
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if f"NCCLBOT_TEST_MARKER={marker}".encode() in environ.read_bytes():
-                found.append(int(environ.parent.name))
-        except OSError:
-            continue
-    return found

@@ -16,7 +16,7 @@ from probes.launchers import SlurmConfig, SshConfig, launch
 from probes.options import ProbeOptions
 from tests.conftest import need_service
 
-from .helpers import ROOT
+from .helpers import ROOT, processes_with
 
 QUICK = ProbeOptions(nproc=2, explicit_sizes=[8, 4096], iters=1, deadline=40, no_checks=True)
 
@@ -72,11 +72,17 @@ def test_ssh_closed_port_is_refused(ssh_config: SshConfig) -> None:
 
 @pytest.mark.sshd
 def test_ssh_probe_that_overruns_the_timeout_comes_back_as_timed_out(ssh_config: SshConfig) -> None:
-    ssh_config.env = {"NCCLBOT_PROBE_FAULT": "delay:0:60"}
+    marker = f"ncclbot-ssh-{time.monotonic_ns()}"
+    ssh_config.env = {"NCCLBOT_PROBE_FAULT": "delay:0:60", "NCCLBOT_TEST_MARKER": marker}
     result = launch("ssh", [os.environ["NCCLBOT_TEST_SSH_HOST"]], QUICK, ssh=ssh_config, timeout=4)
     assert result.verdict == "failed"
     assert result.reasons[0].startswith("timed out: no result from 127.0.0.1 within 4 s")
     assert "ranks that never checked in: 0" in result.reasons[0]
+    # Giving up closes the channel; the node's spawner sees stdin close and ends its ranks.
+    stop = time.monotonic() + 5
+    while processes_with(marker) and time.monotonic() < stop:
+        time.sleep(0.2)
+    assert processes_with(marker) == []
 
 
 @pytest.mark.slurm
