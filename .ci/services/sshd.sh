@@ -48,7 +48,11 @@ CONF
         setsid /usr/sbin/sshd -D -e -f "$dir/sshd_config" >"$dir/sshd.log" 2>&1 </dev/null &
         echo $! >"$dir/sshd.pid"
     fi
-    echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$dir/host_ed25519.pub")" >"$dir/known_hosts"
+    # Two names for the same sshd, so multi-node launches can be tested on one machine.
+    {
+        echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$dir/host_ed25519.pub")"
+        echo "[localhost]:$port $(cut -d' ' -f1,2 "$dir/host_ed25519.pub")"
+    } >"$dir/known_hosts"
     echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$dir/other_host_ed25519.pub")" >"$dir/known_hosts_wrong"
     local tries=0
     until ssh -p "$port" -i "$dir/id_ed25519" -o UserKnownHostsFile="$dir/known_hosts" \

@@ -4,6 +4,7 @@ with this interpreter, Gloo on CPU."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from probes.launchers import SlurmConfig, SshConfig, launch
 from probes.options import ProbeOptions
+from probes.spawn import free_port
 from tests.conftest import need_service
 
 from .helpers import ROOT, processes_with
@@ -45,6 +47,17 @@ def test_ssh_launcher_runs_the_probe_with_checked_host_key(ssh_config: SshConfig
     assert result.launcher == "ssh" and result.world_size == 2
     assert all(size.correct for size in result.results)
     assert lines[-1] == "verdict: healthy"
+
+
+@pytest.mark.sshd
+def test_ssh_launcher_runs_one_probe_across_two_nodes(ssh_config: SshConfig) -> None:
+    """127.0.0.1 and localhost reach the same sshd: two "nodes", one rank each, rendezvous on node 0."""
+    ssh_config.master_port = free_port("127.0.0.1")
+    opts = dataclasses.replace(QUICK, nproc=1)
+    result = launch("ssh", ["127.0.0.1", "localhost"], opts, ssh=ssh_config)
+    assert result.verdict == "healthy", result.reasons
+    assert result.world_size == 2 and [r.rank for r in result.ranks] == [0, 1]
+    assert [(link.src, link.dst) for link in result.links] == [(1, 0), (0, 1)]
 
 
 @pytest.mark.sshd
