@@ -200,8 +200,9 @@ def _judge(pg: str, members: tuple[int, ...], by_rank: dict[int, FRDump]) -> _Gr
             missing,
             oldest_pending.collective_seq_id,
             oldest_pending.op,
-            f"process group {_label(pg, oldest_pending)}: rank(s) {_ranks(missing)} never joined collective "
-            f"#{oldest_pending.collective_seq_id} ({oldest_pending.op}) that rank(s) {_ranks(waiting)} wait in",
+            f"process group {_label(pg, oldest_pending)}: rank(s) {_ranks(missing)} never joined "
+            f"collective #{oldest_pending.collective_seq_id} ({oldest_pending.op}) "
+            f"that rank(s) {_ranks(waiting)} wait in",
             by_rank[missing[0]].name,
             _created(oldest_pending),
         )
@@ -229,7 +230,8 @@ def _mismatch(pg: str, progress: dict[int, _Progress], source: str) -> _GroupVer
             fp: next(p.by_seq[seq] for r, p in progress.items() if prints.get(r) == fp) for fp, _ in votes
         }
         described = "; ".join(
-            f"rank(s) {_ranks(sorted(r for r, f in prints.items() if f == fp))}: {e.op} {e.input_sizes} {e.input_dtypes}"
+            f"rank(s) {_ranks(sorted(r for r, f in prints.items() if f == fp))}: "
+            f"{e.op} {e.input_sizes} {e.input_dtypes}"
             for fp, e in sample.items()
         )
         entry = sample[top]
