@@ -95,8 +95,10 @@ def infer(
         inf.add(ASYMMETRIC, 1.5)
         inf.notes.setdefault(ASYMMETRIC, fr.reason)
     if lagging:
-        inf.add(STRAGGLER, 0.6, list(table.evidence))
-        inf.add(ASYMMETRIC, 0.35)
+        # A lagging rank is the straggler class's own evidence unless a clue already says why it lagged.
+        explained = any(inf.masses.get(cls, 0.0) >= 0.8 for cls in (RANK0, JIT))
+        inf.add(STRAGGLER, 0.2 if explained else 0.6, list(table.evidence))
+        inf.add(ASYMMETRIC, 0.2 if explained else 0.35)
 
     timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
     if timed_out and not inf.masses:
