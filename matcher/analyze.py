@@ -36,13 +36,18 @@ UNKNOWN_ALONE_CONFIDENCE = 0.3
 SYMPTOM_ORDER = (
     "collective-timeout",
     "watchdog-hang",
+    "missing-rank",
     "communicator-aborted",
+    "nccl-error",
     "remote-error",
     "peer-closed",
     "connection-reset",
-    "store-timeout",
+    "store-lost",
+    "task-killed",
+    "sigkill",
     "sigabrt",
     "child-failed",
+    "process-teardown",
 )
 _CONTEXT_FACTS = ("nccl_version", "torch_version", "cuda_version", "driver_version", "world_size")
 _TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")

@@ -17,7 +17,7 @@ from matcher.crossrank import TableVerdict
 from matcher.model import Culprit, FRFinding, Observation
 from matcher.rankmap import RankMap, as_int
 from matcher.taxonomy import title
-from matcher.timeouts import RANK0
+from matcher.timeouts import MISSING_RANK, RANK0
 
 XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
@@ -91,7 +91,7 @@ def decide(
         peer = _from_peer(cascades, rm)
         if peer:
             return peer
-    evidence_based = _from_fr_or_table(fr, table, rm)
+    evidence_based = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
     if evidence_based:
         return evidence_based
     if primary == RANK0:
@@ -192,6 +192,16 @@ def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) ->
         ranks = table.culprits
         return CulpritDecision(Culprit(ranks, _hosts_for(ranks, (), rm), table.detail), None)
     return None
+
+
+def _from_missing_rank_reports(cascades: list[Observation], rm: RankMap) -> CulpritDecision | None:
+    """Monitored-barrier and desync-debug reports name the rank(s) that never arrived."""
+    reports = [o for o in cascades if o.symptom == MISSING_RANK and "rank" in o.fields]
+    ranks = tuple(sorted({r for r in (as_int(o.fields["rank"]) for o in reports) if r is not None}))
+    if not ranks:
+        return None
+    reason = f"{_who(ranks, (), rm)} never arrived: {reports[0].line.text.strip()[:160]}"
+    return CulpritDecision(Culprit(ranks, _hosts_for(ranks, (), rm), reason), None)
 
 
 def _from_peer(cascades: list[Observation], rm: RankMap) -> CulpritDecision | None:

@@ -26,6 +26,8 @@ JIT = "timeout/jit-compile"
 LONG_TIMEOUT_MS = 600_000  # 10 min and more: a user-set or default (30 min) process-group timeout
 EARLY_SEQNUM = 10  # the first collectives of a run: init barriers, the first steps a JIT build delays
 _BARRIER_OPS = {"BARRIER", "BROADCAST"}
+# Cascade symptom of a report that names the rank(s) that never arrived (monitored barrier, desync debug).
+MISSING_RANK = "missing-rank"
 
 
 @dataclass(slots=True)
@@ -63,8 +65,10 @@ def infer(
             for cls in obs.classes:
                 clues[cls].append(obs)
 
-    lagging = table.kind in ("behind", "absent") or (
-        fr is not None and fr.kind in ("missing-ranks", "behind")
+    lagging = (
+        table.kind in ("behind", "absent")
+        or (fr is not None and fr.kind in ("missing-ranks", "behind"))
+        or any(o.symptom == MISSING_RANK for o in cascades)
     )
     long_timeout = table.timeout_ms is not None and table.timeout_ms >= LONG_TIMEOUT_MS
     early = table.seqnum is not None and table.seqnum <= EARLY_SEQNUM

@@ -313,3 +313,24 @@ def test_json_contract_holds() -> None:
         "signature": "cuda-oom",
     }
     assert set(d.facts) <= {"culprit_rank", "culprit_host", *KNOWN_FIELDS}
+
+
+def test_monitored_barrier_report_names_the_missing_rank() -> None:
+    report = Observation(
+        "monitored-barrier-missing-rank",
+        (),
+        "cascade",
+        Line(
+            source="job.log",
+            lineno=9,
+            text="[Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms",
+            rank=0,
+        ),
+        {"rank": 3, "timeout_ms": 30000},
+        1.2,
+        "missing-rank",
+    )
+    d = analyze(scan(report, ranks=4))
+    assert d.culprit is not None and d.culprit.ranks == (3,)
+    assert d.primary.class_id == "timeout/straggler-input"
+    assert d.symptom == "missing-rank"
