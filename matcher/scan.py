@@ -1,6 +1,218 @@
 """Scanner: blocks -> candidate lines (multi-literal prefilter) -> signature regexes -> observations.
 
-OWNER: signatures helper. Interface:
-- `scan(sources: Iterable[Source], catalog: Catalog, limits: ReadLimits, progress: Callable[[int], None] | None)
-   -> ScanResult` with `observations: list[Observation]`, `sources: list[SourceSummary]`, `stats: Stats`.
+Interface: `scan(sources, catalog, limits, progress=None) -> ScanResult`.
+
+Per block of whole lines the prefilter names the few candidate lines and, per line, the signatures whose
+keywords it holds; only those lines are numbered (a running newline count), prefix-peeled once with
+`prefixes.parse_line`, and only those signatures' regexes run, each with a timeout so no line can hang the
+scan. Memory stays bounded: a block at a time, and a cap on observations per signature, source and rank
+(a 400 MB log repeating one line yields a handful of observations, not millions).
 """
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from matcher import prefixes, read
+from matcher.catalog import Catalog, Signature, convert_fields
+from matcher.model import FieldValue, Line, Observation, ScanResult, SourceSummary, Stats
+from matcher.prefilter import Prefilter
+from matcher.read import ReadLimits, Source
+
+# Seconds one regex may spend on one line; a pathological line then simply does not match.
+REGEX_TIMEOUT_S = 0.05
+# Observations kept per (signature, source, rank) and per (signature, source): enough for every rank of a
+# large job to report its timeout, few enough that a repeated line cannot grow memory with log size.
+MAX_PER_RANK = 8
+MAX_PER_SOURCE = 4096
+
+_prefilters: dict[int, tuple[Catalog, Prefilter]] = {}
+
+
+def prefilter_for(catalog: Catalog) -> Prefilter:
+    """Compiled prefilter of a catalog, built once per catalog object (compiling costs ~100 ms)."""
+    cached = _prefilters.get(id(catalog))
+    if cached is None or cached[0] is not catalog:
+        cached = (catalog, Prefilter(catalog))
+        _prefilters[id(catalog)] = cached
+    return cached[1]
+
+
+def match_text(signature: Signature, text: str) -> dict[str, FieldValue] | None:
+    """Fields the signature extracts from text, or None when it does not match (or runs out of time)."""
+    try:
+        found = signature.pattern.search(text, timeout=REGEX_TIMEOUT_S)
+    except TimeoutError:
+        return None
+    if found is None:
+        return None
+    return convert_fields(found.groupdict())
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A multi-line record (`after = N`) whose continuation lines lie in the next block."""
+
+    signature: Signature
+    line: Line
+    lines: list[str]
+    missing: int
+
+
+@dataclass(slots=True)
+class _SourceScan:
+    """Running state of one source while its blocks go by."""
+
+    source: Source
+    catalog: Catalog
+    observations: list[Observation]
+    kept: Counter[tuple[str, int | None]] = field(default_factory=Counter)
+    kept_total: Counter[str] = field(default_factory=Counter)
+    lines: int = 0
+    size: int = 0
+    first_time: float | None = None
+    last_time: float | None = None
+    ranks: set[int] = field(default_factory=set)
+    pending: list[_Pending] = field(default_factory=list)
+
+    def block(self, block: read.Block, prefilter: Prefilter) -> None:
+        data = block.data
+        self.size += len(data)
+        self.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        self._finish_pending(data, block.first_lineno)
+        counted_to, lineno = 0, block.first_lineno
+        for candidate in prefilter.lines(data):
+            lineno += data.count(b"\n", counted_to, candidate.start)
+            counted_to = candidate.start
+            raw = data[candidate.start : candidate.end]
+            line = prefixes.parse_line(raw, self.source, lineno)
+            self._note_line(line)
+            for index in candidate.signatures:
+                signature = self.catalog.signatures[index]
+                if signature.after:
+                    following = _following_lines(data, candidate.end, signature.after)
+                    texts = [self._text_of(raw_next, lineno + 1 + i) for i, raw_next in enumerate(following)]
+                    if len(following) < signature.after:  # the record may go on in the next block
+                        missing = signature.after - len(following)
+                        self.pending.append(_Pending(signature, line, texts, missing))
+                        continue
+                    self._try(signature, line, texts)
+                else:
+                    self._try(signature, line, [])
+
+    def close(self) -> SourceSummary:
+        for pending in self.pending:
+            self._try(pending.signature, pending.line, pending.lines)
+        self.pending = []
+        return SourceSummary(
+            name=self.source.name,
+            rank=self.source.rank,
+            host=self.source.host,
+            lines=self.lines,
+            bytes=self.size,
+            first_time=self.first_time,
+            last_time=self.last_time,
+            ranks_seen=tuple(sorted(self.ranks)),
+        )
+
+    def _finish_pending(self, data: bytes, first_lineno: int) -> None:
+        still: list[_Pending] = []
+        for pending in self.pending:
+            following = _following_lines(data, -1, pending.missing)
+            pending.lines.extend(self._text_of(raw, first_lineno + i) for i, raw in enumerate(following))
+            pending.missing -= len(following)
+            if pending.missing > 0 and following:
+                still.append(pending)
+            else:
+                self._try(pending.signature, pending.line, pending.lines)
+        self.pending = still
+
+    def _text_of(self, raw: bytes, lineno: int) -> str:
+        return prefixes.parse_line(raw, self.source, lineno).text
+
+    def _note_line(self, line: Line) -> None:
+        if line.time is not None:
+            if self.first_time is None or line.time < self.first_time:
+                self.first_time = line.time
+            if self.last_time is None or line.time > self.last_time:
+                self.last_time = line.time
+        if line.rank is not None:
+            self.ranks.add(line.rank)
+
+    def _try(self, signature: Signature, line: Line, continuation: list[str]) -> None:
+        text = "\n".join([line.text, *continuation]) if continuation else line.text
+        fields = match_text(signature, text)
+        if fields is None and line.raw and line.raw != line.text:
+            # Prefix peeling can go wrong on damaged lines; patterns are written to match the raw line too.
+            raw = "\n".join([line.raw, *continuation]) if continuation else line.raw
+            fields = match_text(signature, raw)
+        if fields is None:
+            return
+        rank = line.rank if line.rank is not None else self.source.rank
+        if self.kept[(signature.id, rank)] >= MAX_PER_RANK or self.kept_total[signature.id] >= MAX_PER_SOURCE:
+            return
+        self.kept[(signature.id, rank)] += 1
+        self.kept_total[signature.id] += 1
+        self.observations.append(
+            Observation(
+                signature=signature.id,
+                classes=signature.classes,
+                role=signature.role,
+                line=line,
+                fields=fields,
+                weight=signature.weight,
+                symptom=signature.symptom,
+            )
+        )
+
+
+def _following_lines(data: bytes, line_end: int, count: int) -> list[bytes]:
+    """Up to `count` lines after the newline at `line_end` (-1: from the start of data)."""
+    lines: list[bytes] = []
+    position = line_end + 1
+    while len(lines) < count and position < len(data):
+        end = data.find(b"\n", position)
+        if end < 0:
+            end = len(data)
+        lines.append(data[position:end])
+        position = end + 1
+    return lines
+
+
+def scan(
+    sources: Iterable[Source],
+    catalog: Catalog,
+    limits: ReadLimits | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ScanResult:
+    started = time.monotonic()
+    limits = limits or ReadLimits()
+    prefilter = prefilter_for(catalog)
+    observations: list[Observation] = []
+    summaries: list[SourceSummary] = []
+    done = 0
+    for source in sources:
+        if source.kind != "text":
+            continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
+        state = _SourceScan(source, catalog, observations)
+        for block in read.iter_blocks(source, limits):
+            state.block(block, prefilter)
+            done += len(block.data)
+            if progress is not None:
+                progress(done)
+        summaries.append(state.close())
+    ranks: set[int] = set()
+    for summary in summaries:
+        ranks.update(summary.ranks_seen)
+        if summary.rank is not None:
+            ranks.add(summary.rank)
+    stats = Stats(
+        bytes=sum(s.bytes for s in summaries),
+        lines=sum(s.lines for s in summaries),
+        ranks=len(ranks),
+        seconds=time.monotonic() - started,
+    )
+    return ScanResult(observations=tuple(observations), sources=tuple(summaries), stats=stats)

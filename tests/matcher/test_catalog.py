@@ -1,0 +1,120 @@
+"""The signature catalog: every signature's own examples, class coverage, and the loader's validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from matcher.catalog import CatalogError, Signature, example_problems, load_catalog
+from matcher.read import Source
+
+CATALOG = load_catalog()
+
+
+def _stripped_text(raw: str) -> str:
+    """What the scanner feeds a pattern: the line after prefix peeling (identity until the reader lands)."""
+    try:
+        from matcher.prefixes import parse_line  # type: ignore[attr-defined]
+    except ImportError:
+        return raw
+    source = Source(name="example.log", opener=lambda: None)  # type: ignore[arg-type, return-value]
+    return parse_line(raw.encode(), source, 1).text
+
+
+@pytest.mark.parametrize("signature", CATALOG.signatures, ids=lambda s: s.id)
+def test_signature_examples(signature: Signature) -> None:
+    assert example_problems(signature, _stripped_text) == []
+
+
+def test_signature_ids_are_unique_across_files() -> None:
+    ids = [s.id for s in CATALOG]
+    assert len(ids) == len(set(ids))
+
+
+VALID = """
+[[signature]]
+id = "demo-line"
+classes = ["cuda/oom"]
+role = "root"
+keywords = ["demo failure"]
+pattern = '''demo failure on rank (?P<rank>\\d+)'''
+description = "a demo"
+match = ["[rank1]: demo failure on rank 1"]
+no_match = ["demo success on rank 1"]
+
+[signature.expect]
+rank = "1"
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "demo.toml") -> Path:
+    (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_valid_file_loads_and_compiles(tmp_path: Path) -> None:
+    catalog = load_catalog(_write(tmp_path, VALID))
+    signature = catalog.by_id("demo-line")
+    assert signature.role == "root"
+    assert signature.fields == {"rank"}
+    assert example_problems(signature) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('classes = ["cuda/oom"]', 'classes = ["cuda/nope"]'), "unknown class 'cuda/nope'"),
+        (('classes = ["cuda/oom"]', 'classes = ["unknown"]'), "unknown class 'unknown'"),
+        (("(?P<rank>", "(?P<rnk>"), "unknown fields ['rnk']"),
+        (('role = "root"', 'role = "primary"'), "bad role 'primary'"),
+        (('keywords = ["demo failure"]', 'keywords = ["demo crash"]'), "no keyword occurs in match example"),
+        (("on rank (?P<rank>", "on rank ((?P<rank>"), "pattern does not compile"),
+        (('no_match = ["demo success on rank 1"]', ""), "missing no_match examples"),
+        (('match = ["[rank1]: demo failure on rank 1"]', ""), "missing match examples"),
+        (('description = "a demo"', 'description = "a demo"\ncolour = "red"'), "unknown keys ['colour']"),
+        (('role = "root"', 'role = "root"\nsymptom = "collective-timeout"'), "symptom is only for cascade"),
+        (('role = "root"', 'role = "root"\nweight = 3.0'), "weight must be"),
+        (('rank = "1"', 'exit_code = "1"'), "expect names 'exit_code'"),
+    ],
+)
+def test_invalid_signature_is_rejected_naming_file_and_id(
+    tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
+    old, new = change
+    assert old in VALID
+    with pytest.raises(CatalogError) as raised:
+        load_catalog(_write(tmp_path, VALID.replace(old, new)))
+    assert "demo.toml: signature 'demo-line'" in str(raised.value)
+    assert message in str(raised.value)
+
+
+def test_duplicate_id_across_files_is_rejected(tmp_path: Path) -> None:
+    _write(tmp_path, VALID, "a.toml")
+    _write(tmp_path, VALID, "b.toml")
+    with pytest.raises(
+        CatalogError, match=r"b\.toml: signature 'demo-line': duplicate id \(also in a\.toml\)"
+    ):
+        load_catalog(tmp_path)
+
+
+def test_broken_toml_and_empty_directory_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="no signature files"):
+        load_catalog(tmp_path)
+    _write(tmp_path, "[[signature]\nid=", "bad.toml")
+    with pytest.raises(CatalogError, match=r"bad\.toml: cannot read signature file"):
+        load_catalog(tmp_path)
+
+
+def test_example_check_catches_a_pattern_that_misses_its_example(tmp_path: Path) -> None:
+    broken = VALID.replace(
+        'match = ["[rank1]: demo failure on rank 1"]', 'match = ["demo failure on node 1"]'
+    )
+    signature = load_catalog(_write(tmp_path, broken)).by_id("demo-line")
+    problems = example_problems(signature)
+    assert problems and "does not match" in problems[0]
+
+
+def test_example_check_catches_wrong_extraction(tmp_path: Path) -> None:
+    signature = load_catalog(_write(tmp_path, VALID.replace('rank = "1"', 'rank = "2"'))).by_id("demo-line")
+    assert example_problems(signature) == ["demo-line: expected rank='2', extracted '1'"]
