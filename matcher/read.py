@@ -1,34 +1,97 @@
 """Input side of the matcher: paths, folders, archives and stdin -> sources -> blocks of whole lines.
 
-OWNER: reader helper. Interface (other stages rely on it):
+- `ReadLimits`: caps (decompressed bytes of the whole input, line bytes, archive members, block size,
+  expansion ratio). `max_input_bytes` defaults to env NCCLBOT_MAX_INPUT_BYTES, else 64 GiB.
+- `iter_sources(paths, limits, stdin=None) -> Iterator[Source]`: files in the order given, folders walked
+  in natural sorted order (`rank2` before `rank10`), archives expanded, '-' for stdin. Formats are detected
+  by magic bytes (see `matcher.sniff`), never by extension. Rank/host hints come from the path
+  (`matcher.pathhints`). Flight Recorder dumps are detected by content and yielded with
+  kind="flight-recorder" (not unpickled here).
+- `iter_blocks(source, limits) -> Iterator[Block]`: the byte stream in blocks of whole lines.
 
-- `ReadLimits`: caps (decompressed bytes, line bytes, archive members, block size); defaults overridable
-  from the environment (NCCLBOT_MAX_INPUT_BYTES ...).
-- `iter_sources(paths, limits, stdin=None) -> Iterator[Source]`: expands folders (sorted), archives
-  (.gz .zst .zip .tar .tar.gz .tgz, detected by magic bytes, never extracted to disk), '-' for stdin.
-  Infers rank/host hints from paths (attempt_0/3/stderr.log, rank3.log, slurm-123-4.out ...).
-  Flight Recorder dumps are detected by content and yielded with kind="flight-recorder".
-  Raises InputError (one line) for unusable input: missing path, binary non-log, empty, bombs, zip slip.
-- `iter_blocks(source, limits) -> Iterator[Block]`: the decoded-later byte stream in blocks of whole lines
-  (a block never splits a line; lines longer than max_line_bytes are cut), with the 1-based number of
-  its first line. Memory stays bounded by the block size whatever the input size.
+Archives: zip members in sorted order, tar members in archive order (a tar is read once, as a stream;
+re-sorting would mean decompressing it again per member). Nothing is ever written to disk; member names
+(`../../etc/passwd`, `/abs`) are only display names, `bundle.tar.gz!attempt_0/3/stderr.log`. Only regular
+members are read (tar symlinks, hard links, devices, fifos are ignored). Nesting: one level — a compressed
+file (.gz/.zst/.xz/.bz2) may hold a tar, an archive may hold compressed members; an archive inside an
+archive, or compression inside compression, is skipped with a warning (logger "ncclbot.read").
+
+Tar members stream: a member's `opener` gives the live stream while `iter_sources` is paused on it (the
+normal `for source in iter_sources(...): for block in iter_blocks(source)` loop). Opened later, it
+re-reads the archive from the start up to that member (files only; stdin cannot be re-read).
+
+Refusals (`InputError`, one line): missing path, unreadable file, folder without files, zip on stdin,
+more decompressed bytes than `max_input_bytes` (counted across the whole input), a stream expanding more
+than `max_ratio`:1 past 64 MiB, more than `max_archive_members` members, corrupt compressed data, and at
+the end: nothing usable (every file empty, binary or skipped). Binary files are skipped with a warning as
+long as something else is usable. A compressed stream cut short ends cleanly with a warning.
+
+Blocks and line numbers: `Block.data` holds whole `\\n`-terminated lines (a truncated last line gets a
+`\\n`), about `block_bytes` each, and `first_lineno` is the 1-based number of its first line. Line numbers
+are physical `\\n` lines, as an editor shows them. `\\r` is left in place (CRLF endings, tqdm `\\r`
+rewrites): a physical line holding several `\\r` segments stays one line, and `matcher.prefixes` picks
+the segment that carries the message. NUL bytes and ANSI escape sequences are removed here (they would
+break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
+is cut to that length and the rest dropped. Memory is bounded by about `block_bytes + max_line_bytes`.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+import stat
+import sys
+import tarfile
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO, Literal
 
+from matcher.model import InputError
+from matcher.pathhints import hints_from_path
+from matcher.sniff import ARCHIVES, COMPRESSIONS, SNIFF_BYTES, Kind, sniff
+from matcher.streams import (
+    ByteBudget,
+    CountingReader,
+    GuardedReader,
+    PrefixedReader,
+    as_binary,
+    decompressor,
+    one_line,
+    read_head,
+)
+
 SourceKind = Literal["text", "flight-recorder"]
+
+ENV_MAX_INPUT_BYTES = "NCCLBOT_MAX_INPUT_BYTES"
+DEFAULT_MAX_INPUT_BYTES = 64 * 1024**3
+STDIN_NAME = "<stdin>"
+
+log = logging.getLogger("ncclbot.read")
+
+
+def _max_input_bytes_from_env() -> int:
+    value = os.environ.get(ENV_MAX_INPUT_BYTES, "").strip()
+    if not value:
+        return DEFAULT_MAX_INPUT_BYTES
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        raise InputError(f"{ENV_MAX_INPUT_BYTES}={value!r} is not a positive number of bytes")
+    return limit
 
 
 @dataclass(frozen=True, slots=True)
 class ReadLimits:
-    max_input_bytes: int = 64 * 1024**3
+    max_input_bytes: int = field(default_factory=_max_input_bytes_from_env)
     max_line_bytes: int = 64 * 1024
     max_archive_members: int = 100_000
     block_bytes: int = 4 * 1024**2
+    # Text logs rarely pass 100:1 even with gzip -9; deflate bombs sit near 1000:1.
+    max_ratio: int = 250
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +110,453 @@ class Block:
     first_lineno: int
 
 
+Opener = Callable[[], BinaryIO]
+
+
 def iter_sources(
-    paths: Sequence[str], limits: ReadLimits = ReadLimits(), stdin: BinaryIO | None = None
+    paths: Sequence[str], limits: ReadLimits | None = None, stdin: BinaryIO | None = None
 ) -> Iterator[Source]:
-    raise NotImplementedError
+    limits = limits or ReadLimits()
+    if not paths:
+        raise InputError("no input given (pass files, folders, archives or '-' for stdin)")
+    expander = _Expander(limits)
+    for path in paths:
+        if path == "-":
+            yield from expander.stream(STDIN_NAME, stdin if stdin is not None else sys.stdin.buffer)
+        else:
+            yield from expander.path(path)
+    expander.finish()
 
 
-def iter_blocks(source: Source, limits: ReadLimits = ReadLimits()) -> Iterator[Block]:
-    raise NotImplementedError
+class _Expander:
+    """Turns each input into sources, keeping the tallies that decide the end-of-input verdict."""
+
+    def __init__(self, limits: ReadLimits) -> None:
+        self.limits = limits
+        self.budget = ByteBudget(limits.max_input_bytes)
+        self.usable = 0
+        self.empty: list[str] = []
+        self.unusable: list[str] = []  # one-line reasons, in input order
+
+    # ---- entry points -------------------------------------------------------------------------
+
+    def path(self, path: str) -> Iterator[Source]:
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file or directory") from None
+        except OSError as error:
+            raise InputError(f"{path}: cannot read ({one_line(error)})") from None
+        if stat.S_ISDIR(info.st_mode):
+            yield from self.folder(path)
+        elif stat.S_ISREG(info.st_mode):
+            yield from self.file(path, path)
+        else:  # a fifo or device (`<(zcat ...)`, /dev/stdin): read once as a stream
+            yield from self.stream(path, self._open(path, path))
+
+    def folder(self, root: str) -> Iterator[Source]:
+        files: list[tuple[str, str]] = []
+        for directory, subdirs, names in os.walk(root, onerror=self._walk_error):
+            subdirs.sort(key=natural_key)
+            for name in sorted(names, key=natural_key):
+                fs_path = os.path.join(directory, name)
+                if os.path.isfile(fs_path):
+                    files.append((os.path.normpath(fs_path), fs_path))
+        if not files:
+            raise InputError(f"{root}: folder has no files")
+        for display, fs_path in files:
+            yield from self.file(display, fs_path)
+
+    def file(self, name: str, fs_path: str) -> Iterator[Source]:
+        def open_raw() -> BinaryIO:
+            return self._open(fs_path, name)
+
+        kind = sniff(self._sniff_head(open_raw, name))
+        if kind in COMPRESSIONS:
+            yield from self._compressed_file(name, kind, open_raw)
+        elif kind == "zip":
+            yield from self._zip(name, fs_path)
+        elif kind == "tar":
+            yield from self._tar(name, lambda: self._guard(open_raw(), name, charge=True), reopenable=True)
+        else:
+            yield from self._leaf(name, kind, lambda: self._guard(open_raw(), name, charge=True))
+
+    def stream(self, name: str, raw: BinaryIO) -> Iterator[Source]:
+        guarded = self._guard(raw, name, charge=False)
+        head = read_head(guarded, SNIFF_BYTES)
+        kind = sniff(head)
+        rest = PrefixedReader(head, guarded)
+        if kind == "zip":
+            raise InputError(f"{name}: a zip archive needs random access; give it as a file, not a stream")
+        if kind == "tar":
+            yield from self._tar(name, _once(name, lambda: self._charged(rest, name)), reopenable=False)
+            return
+        if kind in COMPRESSIONS:
+            counted = CountingReader(as_binary(rest))
+            inner = self._guard(decompressor(kind, as_binary(counted)), name, charge=False, counted=counted)
+            inner_head = read_head(inner, SNIFF_BYTES)
+            inner_kind = sniff(inner_head)
+            body = PrefixedReader(inner_head, inner)
+            if inner_kind == "tar":
+                yield from self._tar(name, _once(name, lambda: self._charged(body, name)), reopenable=False)
+            elif inner_kind == "zip":
+                raise InputError(f"{name}: a compressed zip archive cannot be read as a stream")
+            else:
+                yield from self._leaf(name, inner_kind, _once(name, lambda: self._charged(body, name)))
+            return
+        yield from self._leaf(name, kind, _once(name, lambda: self._charged(rest, name)))
+
+    def finish(self) -> None:
+        if self.usable:
+            return
+        if self.unusable:
+            raise InputError(self.unusable[0])
+        if len(self.empty) == 1:
+            raise InputError(f"{self.empty[0]} is empty")
+        raise InputError(f"the input is empty ({len(self.empty)} empty files)")
+
+    # ---- formats ------------------------------------------------------------------------------
+
+    def _compressed_file(self, name: str, kind: Kind, open_raw: Opener) -> Iterator[Source]:
+        def open_decompressed(charge: bool) -> BinaryIO:
+            counted = CountingReader(open_raw())
+            return self._guard(decompressor(kind, as_binary(counted)), name, charge=charge, counted=counted)
+
+        inner = sniff(self._sniff_head(lambda: open_decompressed(False), name))
+        if inner == "tar":
+            yield from self._tar(name, lambda: open_decompressed(True), reopenable=True)
+        elif inner == "zip" or inner in COMPRESSIONS:
+            self._skip(name, f"{name}: skipped, {inner} inside {kind} (only one level of nesting is read)")
+        else:
+            yield from self._leaf(name, inner, lambda: open_decompressed(True))
+
+    def _tar(self, name: str, open_stream: Opener, reopenable: bool) -> Iterator[Source]:
+        """Stream a tar (already decompressed and budget-charged by `open_stream`)."""
+        stream = open_stream()
+        try:
+            archive = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed in finally
+        except InputError:
+            stream.close()
+            raise
+        except Exception as error:  # tarfile raises several types on garbage headers
+            stream.close()
+            raise InputError(f"{name}: not a readable tar archive ({one_line(error)})") from None
+        cursor = _Cursor()
+        members = 0
+        try:
+            while True:
+                member = self._next_member(archive, name)
+                if member is None:
+                    break
+                members += 1
+                if members > self.limits.max_archive_members:
+                    raise InputError(f"{name}: more than {self.limits.max_archive_members} archive members")
+                cursor.index += 1
+                if not member.isreg():
+                    continue
+                yield from self._tar_member(name, archive, member, cursor, open_stream, reopenable)
+        finally:
+            cursor.index = -1
+            archive.close()
+            stream.close()
+
+    def _next_member(self, archive: tarfile.TarFile, name: str) -> tarfile.TarInfo | None:
+        try:
+            return archive.next()
+        except InputError:
+            raise
+        except Exception as error:
+            log.warning("%s: archive ends early or is damaged (%s); keeping the members before", name, error)
+            return None
+
+    def _tar_member(
+        self,
+        archive_name: str,
+        archive: tarfile.TarFile,
+        member: tarfile.TarInfo,
+        cursor: _Cursor,
+        open_stream: Opener,
+        reopenable: bool,
+    ) -> Iterator[Source]:
+        name = f"{archive_name}!{member.name}"
+        index = cursor.index
+        extracted = archive.extractfile(member)
+        if extracted is None:
+            return
+        raw = self._guard(as_binary(extracted), name, charge=False)
+        head = read_head(raw, SNIFF_BYTES)
+        kind = sniff(head)
+        live_state = {"fresh": True}
+
+        def unwrap_member(member_raw: BinaryIO) -> tuple[Kind, BinaryIO]:
+            """One level of compression inside the archive; returns the content kind and stream."""
+            if kind not in COMPRESSIONS:
+                return kind, member_raw
+            counted = CountingReader(member_raw)
+            inner = self._guard(decompressor(kind, as_binary(counted)), name, charge=True, counted=counted)
+            inner_head = read_head(inner, SNIFF_BYTES)
+            return sniff(inner_head), as_binary(PrefixedReader(inner_head, inner))
+
+        def reopen() -> BinaryIO:
+            if cursor.index == index and live_state["fresh"]:
+                live_state["fresh"] = False
+                return live_stream
+            if not reopenable:
+                raise InputError(f"{name}: members of a streamed archive must be read in order, once")
+            return unwrap_member(self._seek_member(open_stream, index, name))[1]
+
+        content_kind, live_stream = unwrap_member(as_binary(PrefixedReader(head, raw)))
+        if kind in COMPRESSIONS and (content_kind in ARCHIVES or content_kind in COMPRESSIONS):
+            self._skip(name, f"{name}: skipped, nested {content_kind} inside an archive (one level is read)")
+            return
+        if kind in ARCHIVES:
+            self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
+            return
+        yield from self._leaf(name, content_kind, reopen)
+
+    def _seek_member(self, open_stream: Opener, index: int, name: str) -> BinaryIO:
+        stream = open_stream()
+        archive = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - lives as long as the member
+        position = -1
+        for member in archive:
+            position += 1
+            if position == index:
+                extracted = archive.extractfile(member)
+                if extracted is not None:
+                    return self._guard(as_binary(extracted), name, charge=False, closers=(stream,))
+                break
+        stream.close()
+        raise InputError(f"{name}: member no longer found when re-reading the archive")
+
+    def _zip(self, name: str, fs_path: str) -> Iterator[Source]:
+        try:
+            archive = zipfile.ZipFile(fs_path)
+            infos = archive.infolist()
+        except Exception as error:
+            raise InputError(f"{name}: not a readable zip archive ({one_line(error)})") from None
+        if len(infos) > self.limits.max_archive_members:
+            archive.close()
+            raise InputError(f"{name}: more than {self.limits.max_archive_members} archive members")
+        regular = [info for info in infos if not info.is_dir() and not _zip_is_link(info)]
+        try:
+            for info in sorted(regular, key=lambda i: natural_key(i.filename)):
+                yield from self._zip_member(name, fs_path, archive, info)
+        finally:
+            archive.close()
+
+    def _zip_member(
+        self, archive_name: str, fs_path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo
+    ) -> Iterator[Source]:
+        name = f"{archive_name}!{info.filename}"
+
+        def open_member(charge: bool) -> BinaryIO:
+            # Reuse the open archive while iterating; a later call opens the zip again.
+            owner = archive if archive.fp is not None else zipfile.ZipFile(fs_path)
+            try:
+                member = owner.open(info)
+            except Exception as error:
+                raise InputError(f"{name}: cannot read zip member ({one_line(error)})") from None
+            return self._guard(
+                as_binary(member), name, charge=charge, compressed_size=lambda: info.compress_size
+            )
+
+        try:
+            kind = sniff(self._sniff_head(lambda: open_member(False), name))
+        except InputError as error:
+            self._skip(name, str(error))
+            return
+        if kind in ARCHIVES:
+            self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
+            return
+        if kind not in COMPRESSIONS:
+            yield from self._leaf(name, kind, lambda: open_member(True))
+            return
+
+        def open_decompressed(charge: bool) -> BinaryIO:
+            counted = CountingReader(open_member(False))
+            return self._guard(decompressor(kind, as_binary(counted)), name, charge=charge, counted=counted)
+
+        inner = sniff(self._sniff_head(lambda: open_decompressed(False), name))
+        if inner in ARCHIVES or inner in COMPRESSIONS:
+            self._skip(name, f"{name}: skipped, nested {inner} inside an archive (one level is read)")
+            return
+        yield from self._leaf(name, inner, lambda: open_decompressed(True))
+
+    # ---- leaves and helpers -------------------------------------------------------------------
+
+    def _leaf(self, name: str, kind: Kind, opener: Opener) -> Iterator[Source]:
+        if kind == "empty":
+            self.empty.append(name)
+            return
+        if kind != "text" and kind != "flight-recorder":
+            self._skip(name, f"{name} is not a text log (binary data)")
+            return
+        hints = hints_from_path(name)
+        self.usable += 1
+        yield Source(name=name, opener=opener, rank=hints.rank, host=hints.host, kind=kind)
+
+    def _skip(self, name: str, reason: str) -> None:
+        log.warning("%s", reason)
+        self.unusable.append(reason)
+
+    def _guard(
+        self,
+        inner: BinaryIO,
+        name: str,
+        charge: bool,
+        counted: CountingReader | None = None,
+        compressed_size: Callable[[], int] | None = None,
+        closers: tuple[BinaryIO, ...] = (),
+    ) -> BinaryIO:
+        if counted is not None:
+            compressed_size = lambda: counted.count  # noqa: E731
+        return as_binary(
+            GuardedReader(
+                inner,
+                name,
+                self.budget if charge else None,
+                compressed_size=compressed_size,
+                max_ratio=self.limits.max_ratio,
+                closers=closers,
+            )
+        )
+
+    def _charged(self, stream: PrefixedReader, name: str) -> BinaryIO:
+        return self._guard(as_binary(stream), name, charge=True)
+
+    def _sniff_head(self, opener: Opener, name: str) -> bytes:
+        stream = opener()
+        try:
+            return read_head(stream, SNIFF_BYTES)
+        finally:
+            stream.close()
+
+    @staticmethod
+    def _open(fs_path: str, name: str) -> BinaryIO:
+        try:
+            return open(fs_path, "rb")
+        except OSError as error:
+            raise InputError(f"{name}: cannot read ({one_line(error)})") from None
+
+    @staticmethod
+    def _walk_error(error: OSError) -> None:
+        log.warning("%s: cannot list (%s)", error.filename, error.strerror)
+
+
+@dataclass
+class _Cursor:
+    """Index of the tar member `iter_sources` is paused on (-1 once the archive is done)."""
+
+    index: int = -1
+
+
+def _once(name: str, make: Callable[[], BinaryIO]) -> Opener:
+    used = False
+
+    def opener() -> BinaryIO:
+        nonlocal used
+        if used:
+            raise InputError(f"{name}: a stream can be read only once")
+        used = True
+        return make()
+
+    return opener
+
+
+def _zip_is_link(info: zipfile.ZipInfo) -> bool:
+    return stat.S_ISLNK(info.external_attr >> 16)
+
+
+def natural_key(text: str) -> tuple[tuple[int, str | int], ...]:
+    """Sort key that orders embedded numbers by value: rank2 < rank10."""
+    return tuple(
+        (1, int(piece)) if index % 2 else (0, piece.lower())
+        for index, piece in enumerate(re.split(r"(\d+)", text))
+    )
+
+
+# ---- blocks ------------------------------------------------------------------------------------
+
+_ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def iter_blocks(source: Source, limits: ReadLimits | None = None) -> Iterator[Block]:
+    limits = limits or ReadLimits()
+    cap = max(limits.max_line_bytes, 1)
+    size = max(limits.block_bytes, 1)
+    stream = source.opener()
+    lineno = 1
+    carry = b""
+    skipping = False  # inside a line already cut at `cap`: drop bytes up to its newline
+    try:
+        while True:
+            chunk = _read(stream, size, source.name)
+            if not chunk:
+                break
+            if skipping:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    continue
+                chunk = chunk[newline:]
+                skipping = False
+            data = carry + chunk if carry else chunk
+            end = data.rfind(b"\n") + 1
+            block, carry = data[:end], data[end:]
+            if len(carry) > cap:
+                carry = carry[:cap]
+                skipping = True
+            if block:
+                block = clean_block(block, cap)
+                yield Block(source, block, lineno)
+                lineno += block.count(b"\n")
+        if carry:
+            yield Block(source, clean_block(carry + b"\n", cap), lineno)
+    finally:
+        stream.close()
+
+
+def _read(stream: BinaryIO, size: int, name: str) -> bytes:
+    try:
+        return stream.read(size)
+    except InputError:
+        raise
+    except Exception as error:  # a raw stream handed in by a caller; decoders are already guarded
+        raise InputError(f"{name}: read failed ({one_line(error)})") from None
+
+
+def clean_block(block: bytes, cap: int) -> bytes:
+    """Whole lines in, whole lines out: over-long lines cut, NUL and ANSI escapes removed."""
+    if len(block) > cap + 1:
+        block = _cut_long_lines(block, cap)
+    if b"\x00" in block:
+        block = block.replace(b"\x00", b"")
+    if b"\x1b" in block:
+        block = _ANSI.sub(b"", block)
+    return block
+
+
+def _cut_long_lines(block: bytes, cap: int) -> bytes:
+    """Cut every line longer than `cap` bytes; O(len) with C-level scans, no per-line Python loop.
+
+    Each step looks at a window of cap+1 bytes from the current line start: its last newline ends a run
+    of lines that are all short enough; no newline in it means the line at the start is too long.
+    """
+    pieces: list[bytes] = []
+    start = 0
+    kept_from = 0
+    length = len(block)
+    while length - start > cap + 1:
+        last = block.rfind(b"\n", start, start + cap + 1)
+        if last >= 0:
+            start = last + 1
+            continue
+        newline = block.find(b"\n", start)
+        if newline < 0:  # cannot happen for whole lines; be safe
+            newline = length - 1
+        pieces.append(block[kept_from : start + cap])
+        kept_from = newline
+        start = newline + 1
+    if not pieces:
+        return block
+    pieces.append(block[kept_from:])
+    return b"".join(pieces)

@@ -1,0 +1,108 @@
+"""Terminal rendering of a Diagnosis for a person at 3 a.m.: headline, culprit, evidence, what to do.
+
+Log text is untrusted: it is always added as plain `Text`, never as rich markup, so a line such as
+`[bold red]` or an escape sequence in a log cannot restyle or corrupt the terminal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from matcher.model import Diagnosis, Evidence
+
+EVIDENCE_SHOWN = 5
+EXCERPT_CHARS = 220
+
+
+def _clean(text: str) -> str:
+    """Printable single-line excerpt: control characters (ANSI escapes included) become spaces."""
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in text).strip()
+    return cleaned if len(cleaned) <= EXCERPT_CHARS else cleaned[: EXCERPT_CHARS - 1] + "…"
+
+
+def _confidence_word(confidence: float) -> str:
+    if confidence >= 0.8:
+        return "high"
+    if confidence >= 0.5:
+        return "medium"
+    return "low"
+
+
+def headline(diagnosis: Diagnosis) -> Text:
+    primary = diagnosis.primary
+    line = Text()
+    line.append(primary.class_id, style="bold red" if primary.class_id != "unknown" else "bold yellow")
+    line.append(f"  {primary.title}")
+    line.append(
+        f"  (confidence {primary.confidence:.2f}, {_confidence_word(primary.confidence)})",
+        style="dim",
+    )
+    return line
+
+
+def culprit_text(diagnosis: Diagnosis) -> Text:
+    text = Text("Culprit: ", style="bold")
+    culprit = diagnosis.culprit
+    if culprit is None:
+        text.append("none named", style="yellow")
+        if diagnosis.no_culprit_reason:
+            text.append(f" — {_clean(diagnosis.no_culprit_reason)}")
+        return text
+    where = []
+    if culprit.ranks:
+        where.append("rank" + ("s " if len(culprit.ranks) > 1 else " ") + ", ".join(map(str, culprit.ranks)))
+    if culprit.hosts:
+        where.append("on " + ", ".join(culprit.hosts))
+    text.append(_clean(" ".join(where)) or "see reason", style="bold")
+    text.append(f" — {_clean(culprit.reason)}")
+    return text
+
+
+def evidence_text(evidence: Evidence) -> Text:
+    text = Text("  ")
+    text.append(f"{_clean(evidence.source)}:{evidence.line}", style="cyan")
+    text.append(f"  {_clean(evidence.text)}")
+    return text
+
+
+def render_diagnosis(
+    console: Console,
+    diagnosis: Diagnosis,
+    *,
+    runbook: Any = None,
+    recurrence: str | None = None,
+) -> None:
+    stats = diagnosis.stats
+    console.print(
+        Text(
+            f"Read {stats.bytes:,} bytes, {stats.lines:,} lines, {stats.ranks} rank(s) in {stats.seconds:.2f} s",
+            style="dim",
+        )
+    )
+    console.print(headline(diagnosis))
+    console.print(culprit_text(diagnosis))
+    if diagnosis.symptom:
+        console.print(Text.assemble(("Symptom: ", "bold"), diagnosis.symptom))
+    if recurrence:
+        console.print(Text.assemble(("Recurrence: ", "bold"), _clean(recurrence)))
+
+    evidence = diagnosis.primary.evidence[:EVIDENCE_SHOWN]
+    if evidence:
+        console.print(Text("\nEvidence", style="bold"))
+        for item in evidence:
+            console.print(evidence_text(item))
+
+    others = diagnosis.diagnoses[1:4]
+    if others:
+        console.print(Text("\nAlso considered", style="bold"))
+        for score in others:
+            console.print(Text(f"  {score.class_id} ({score.confidence:.2f}) — {score.title}"))
+
+    if runbook is not None:
+        from bot.render.runbook_text import render as render_runbook
+
+        console.print()
+        console.print(Text(render_runbook(runbook, width=min(console.width, 100))))

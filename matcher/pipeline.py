@@ -1,0 +1,78 @@
+"""The matcher end to end: paths -> sources -> (scan + Flight Recorder) -> analysis -> Diagnosis.
+
+Sources are consumed as they are produced (archive members stream once), so Flight Recorder dumps are
+diverted while the text sources flow on into the scanner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import BinaryIO
+
+from matcher.analyze import analyze
+from matcher.catalog import Catalog, load_catalog
+from matcher.flight_recorder import FRDump, analyze_dumps, load_dump
+from matcher.model import Diagnosis, InputError, ScanResult
+from matcher.read import ReadLimits, Source, iter_sources
+from matcher.scan import scan
+
+# A Flight Recorder dump holds a bounded ring buffer (default 2,000 entries): far below this.
+MAX_FLIGHT_RECORDER_BYTES = 256 * 1024**2
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineResult:
+    diagnosis: Diagnosis
+    input_digest: str
+
+
+def diagnose(
+    paths: Sequence[str],
+    *,
+    limits: ReadLimits | None = None,
+    stdin: BinaryIO | None = None,
+    progress: Callable[[int], None] | None = None,
+    catalog: Catalog | None = None,
+) -> PipelineResult:
+    """Diagnose the logs at `paths` ('-' = stdin). Raises InputError for unusable input."""
+    limits = limits or ReadLimits()
+    started = time.perf_counter()
+    dumps: list[FRDump] = []
+
+    def text_sources() -> Iterator[Source]:
+        for source in iter_sources(paths, limits, stdin=stdin):
+            if source.kind == "flight-recorder":
+                dumps.append(_load_flight_recorder(source))
+            else:
+                yield source
+
+    scanned = scan(text_sources(), catalog or load_catalog(), limits, progress)
+    finding = analyze_dumps(dumps) if dumps else None
+    diagnosis = analyze(scanned, finding)
+    stats = replace(diagnosis.stats, seconds=time.perf_counter() - started)
+    diagnosis = replace(diagnosis, stats=stats)
+    return PipelineResult(diagnosis=diagnosis, input_digest=input_digest(scanned))
+
+
+def _load_flight_recorder(source: Source) -> FRDump:
+    with source.opener() as stream:
+        data = stream.read(MAX_FLIGHT_RECORDER_BYTES + 1)
+    if len(data) > MAX_FLIGHT_RECORDER_BYTES:
+        raise InputError(f"{source.name}: Flight Recorder dump larger than {MAX_FLIGHT_RECORDER_BYTES} bytes")
+    return load_dump(data, source.name)
+
+
+def input_digest(scanned: ScanResult) -> str:
+    """A stable identity of the input for idempotent storing, without a second pass over the bytes:
+    the sources (names, sizes, line counts) and every observed line. Re-running the same logs gives
+    the same digest; a different incident cannot share all of these."""
+    canonical = {
+        "sources": [[s.name, s.bytes, s.lines] for s in scanned.sources],
+        "observations": [[o.signature, o.line.source, o.line.lineno, o.line.text] for o in scanned.observations],
+    }
+    blob = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()

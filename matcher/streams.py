@@ -1,0 +1,220 @@
+"""Byte streams for the reader: decompression, the decompressed-bytes budget and the ratio guard.
+
+Every stream handed to a consumer goes through `GuardedReader`, which is the single place where
+(1) decompressed bytes are charged against the whole input's budget, (2) a member's expansion ratio is
+checked, and (3) any decoder/archive exception becomes an `InputError` (or, for a truncated compressed
+stream, a clean end of data) so hostile bytes can never surface as a traceback.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import gzip
+import io
+import logging
+import lzma
+import tarfile
+import zlib
+from collections.abc import Callable
+from typing import IO, BinaryIO, cast
+
+import zstandard
+
+from matcher.model import InputError
+
+log = logging.getLogger("ncclbot.read")
+
+# Expansion only counts as a bomb once this much came out: tiny inputs compress absurdly well too.
+RATIO_FLOOR_BYTES = 64 * 1024**2
+
+
+class ByteBudget:
+    """Decompressed bytes delivered across one whole input (all sources of one `iter_sources` call)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def charge(self, n: int) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise InputError(
+                f"input is larger than {self.limit} bytes once decompressed "
+                "(raise NCCLBOT_MAX_INPUT_BYTES to accept it)"
+            )
+
+
+class CountingReader(io.RawIOBase):
+    """Counts the bytes read from `inner` (the compressed side, for the ratio guard)."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.inner.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self.count += n
+        return n
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class GuardedReader(io.RawIOBase):
+    """The stream a consumer reads: budgeted, ratio-checked, exceptions mapped to `InputError`."""
+
+    def __init__(
+        self,
+        inner: BinaryIO,
+        name: str,
+        budget: ByteBudget | None,
+        compressed_size: Callable[[], int] | None = None,
+        max_ratio: int = 0,
+        closers: tuple[BinaryIO, ...] = (),
+    ) -> None:
+        self.inner = inner
+        self.name = name
+        self.budget = budget
+        self.compressed_size = compressed_size
+        self.max_ratio = max_ratio
+        self.closers = closers
+        self.produced = 0
+        self.ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.ended:
+            return 0
+        try:
+            data = self.inner.read(len(buffer))
+        except EOFError:
+            # A compressed stream cut short (killed writer, partial upload): keep what was readable.
+            log.warning("%s: compressed data ends early; reading what is there", self.name)
+            self.ended = True
+            return 0
+        except tarfile.ReadError as error:
+            log.warning("%s: archive member ends early (%s); reading what is there", self.name, error)
+            self.ended = True
+            return 0
+        except InputError:
+            raise
+        except (OSError, ValueError, RuntimeError, zlib.error, lzma.LZMAError, zstandard.ZstdError) as error:
+            raise InputError(f"{self.name}: unreadable or corrupt data ({one_line(error)})") from None
+        n = len(data)
+        if n == 0:
+            self.ended = True
+            return 0
+        buffer[:n] = data
+        self.produced += n
+        if self.budget is not None:
+            self.budget.charge(n)
+        self._check_ratio()
+        return n
+
+    def _check_ratio(self) -> None:
+        if self.compressed_size is None or self.max_ratio <= 0 or self.produced < RATIO_FLOOR_BYTES:
+            return
+        if self.produced > self.max_ratio * max(self.compressed_size(), 1):
+            raise InputError(
+                f"{self.name}: expands more than {self.max_ratio}:1 when decompressed "
+                "(decompression bomb?); refusing it"
+            )
+
+    def close(self) -> None:
+        for stream in (self.inner, *self.closers):
+            # Closing a broken decoder must not mask the real outcome.
+            with contextlib.suppress(Exception):
+                stream.close()
+        super().close()
+
+
+class PrefixedReader(io.RawIOBase):
+    """`head` (already read while sniffing a one-shot stream) followed by the rest of `inner`."""
+
+    def __init__(self, head: bytes, inner: BinaryIO) -> None:
+        self.head = head
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        data = self.inner.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class _ReadOne(io.RawIOBase):
+    """Reads through `read1`, so data decoded before a truncation error is delivered, not lost.
+
+    (`GzipFile.read(n)` gathers n bytes through a buffer and drops them all when the stream ends early.)
+    """
+
+    def __init__(self, inner: gzip.GzipFile) -> None:
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.inner.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+def decompressor(kind: str, raw: BinaryIO) -> BinaryIO:
+    """A decompressing reader over `raw` for one of the single-stream formats `sniff` recognises."""
+    if kind == "gzip":
+        return as_binary(_ReadOne(gzip.GzipFile(fileobj=raw, mode="rb")))
+    if kind == "zstd":
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
+        return cast(BinaryIO, reader)
+    if kind == "xz":
+        return cast(BinaryIO, lzma.LZMAFile(raw))
+    if kind == "bzip2":
+        return cast(BinaryIO, bz2.BZ2File(raw))
+    raise ValueError(f"not a compression format: {kind}")
+
+
+def read_head(stream: BinaryIO, size: int) -> bytes:
+    """Up to `size` bytes (fewer only at end of stream): raw reads may return short."""
+    parts: list[bytes] = []
+    got = 0
+    while got < size:
+        data = stream.read(size - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+def one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text[:200]
+
+
+def as_binary(stream: io.RawIOBase | IO[bytes]) -> BinaryIO:
+    return cast(BinaryIO, stream)

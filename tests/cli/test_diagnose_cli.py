@@ -1,0 +1,124 @@
+"""`ncclbot diagnose` end to end through the console entry point: JSON contract, exit codes, errors."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from matcher.taxonomy import CLASSES
+from tests.cli.helpers import EXAMPLE, run_cli, run_json
+
+NO_STORE = "--no-store"
+
+
+def assert_design_schema(document: dict[str, Any]) -> None:
+    """The `--json` contract of DESIGN.md, field by field."""
+    assert document["schema_version"] == 1
+    diagnoses = document["diagnoses"]
+    assert diagnoses, "diagnoses is never empty"
+    for item in diagnoses:
+        assert item["class"] in CLASSES
+        assert 0.0 <= item["confidence"] <= 1.0
+        assert isinstance(item["title"], str) and item["title"]
+        for evidence in item["evidence"]:
+            assert set(evidence) == {"source", "line", "text", "signature"}
+            assert isinstance(evidence["line"], int) and evidence["line"] >= 1
+    confidences = [d["confidence"] for d in diagnoses]
+    assert confidences == sorted(confidences, reverse=True), "ranked, first = primary"
+    culprit = document["culprit"]
+    if culprit is not None:
+        assert set(culprit) == {"ranks", "hosts", "reason"} and culprit["reason"]
+    assert document["symptom"] is None or isinstance(document["symptom"], str)
+    assert set(document["stats"]) == {"bytes", "lines", "ranks", "seconds"}
+    assert document["runbook"]["class"] == diagnoses[0]["class"]
+
+
+def test_bundled_example_names_the_oom_rank_and_its_node() -> None:
+    document = run_json("diagnose", str(EXAMPLE), NO_STORE)
+    assert_design_schema(document)
+    assert document["diagnoses"][0]["class"] == "cuda/oom"
+    assert document["culprit"]["ranks"] == [5]
+    assert document["culprit"]["hosts"] == ["gpu-node-02"]
+    assert document["symptom"]
+    assert document["stats"]["ranks"] == 8
+    assert "incident" not in document
+
+
+def test_human_output_has_headline_culprit_evidence_and_runbook() -> None:
+    result = run_cli("diagnose", str(EXAMPLE), NO_STORE)
+    out = result.stdout.decode()
+    assert result.returncode == 0, result.stderr.decode()
+    assert "cuda/oom" in out
+    assert "gpu-node-02" in out
+    assert "rank5.log:" in out  # evidence cites file:line
+    assert "Traceback" not in result.stderr.decode()
+
+
+def test_stdin_is_read_when_path_is_dash() -> None:
+    data = (EXAMPLE / "rank5.log").read_bytes()
+    document = run_json("diagnose", "-", NO_STORE, stdin=data)
+    assert document["diagnoses"][0]["class"] == "cuda/oom"
+
+
+def test_compressed_bundle_gives_the_same_answer(tmp_path: Path) -> None:
+    bundle = tmp_path / "job.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        tar.add(EXAMPLE, arcname="job-4242")
+    document = run_json("diagnose", str(bundle), NO_STORE)
+    assert document["diagnoses"][0]["class"] == "cuda/oom"
+    assert document["culprit"]["ranks"] == [5]
+
+
+def test_unknown_is_still_a_diagnosis(tmp_path: Path) -> None:
+    log = tmp_path / "quiet.log"
+    log.write_text("epoch 1 done\nsaving nothing in particular\nall good\n")
+    document = run_json("diagnose", str(log), NO_STORE)
+    assert document["diagnoses"][0]["class"] == "unknown"
+    assert document["culprit"] is None
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("empty.log", b""),
+        ("blob.bin", bytes(range(256)) * 64),
+        ("bomb.gz", None),
+    ],
+)
+def test_unusable_input_exits_2_with_one_line(tmp_path: Path, name: str, content: bytes | None) -> None:
+    path = tmp_path / name
+    if content is None:  # 64 MiB of zeros compress to ~64 KiB; the cap below is 1 MiB
+        buffer = io.BytesIO()
+        with gzip.GzipFile(fileobj=buffer, mode="wb") as gz:
+            gz.write(b"\0" * (64 * 1024 * 1024))
+        path.write_bytes(buffer.getvalue())
+    else:
+        path.write_bytes(content)
+    result = run_cli("diagnose", str(path), NO_STORE, "--max-input-bytes", "1M")
+    err = result.stderr.decode()
+    assert result.returncode == 2, (result.returncode, err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_missing_path_exits_2(tmp_path: Path) -> None:
+    result = run_cli("diagnose", str(tmp_path / "nope.log"), NO_STORE)
+    assert result.returncode == 2
+    assert "nope.log" in result.stderr.decode()
+
+
+def test_log_text_cannot_inject_terminal_markup(tmp_path: Path) -> None:
+    log = tmp_path / "hostile.log"
+    log.write_text(
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. [bold red]PWNED[/bold red] \x1b[2J\x1b]0;title\x07\n"
+    )
+    result = run_cli("diagnose", str(log), NO_STORE)
+    out = result.stdout.decode()
+    assert result.returncode == 0
+    assert "[bold red]PWNED[/bold red]" in out  # markup printed literally, never interpreted
+    assert "\x1b[2J" not in out and "\x1b]0;" not in out
