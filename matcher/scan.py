@@ -94,8 +94,8 @@ class _SourceScan:
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
         self.size += len(data)
-        self.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         self._finish_pending(data, block.first_lineno)
+        # One pass of newline counting per block: up to each candidate line, then the tail.
         counted_to, lineno = 0, block.first_lineno
         for candidate in prefilter.lines(data):
             lineno += data.count(b"\n", counted_to, candidate.start)
@@ -114,6 +114,8 @@ class _SourceScan:
                     self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
                 else:
                     self._try(signature, record, texts)
+        newlines = lineno - block.first_lineno + data.count(b"\n", counted_to)
+        self.lines += newlines + (1 if data and not data.endswith(b"\n") else 0)
 
     def close(self) -> SourceSummary:
         for pending in self.pending:
