@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from matcher import prefixes, read
+from matcher import prefixes, read, rejoin
 from matcher.catalog import Catalog, Signature, convert_fields
 from matcher.model import FieldValue, Line, Observation, ScanResult, SourceSummary, Stats
 from matcher.prefilter import Prefilter
@@ -97,9 +97,11 @@ class _SourceScan:
         self._finish_pending(data, block.first_lineno)
         # One pass of newline counting per block: up to each candidate line, then the tail.
         counted_to, lineno = 0, block.first_lineno
+        known: dict[int, set[int]] = {}
         for candidate in prefilter.lines(data):
             lineno += data.count(b"\n", counted_to, candidate.start)
             counted_to = candidate.start
+            known[lineno - block.first_lineno] = set(candidate.signatures)
             record = _Record.parse(data[candidate.start : candidate.end], self.source, lineno)
             for segment in record.segments:
                 self._note_line(segment)
@@ -116,6 +118,17 @@ class _SourceScan:
                     self._try(signature, record, texts)
         newlines = lineno - block.first_lineno + data.count(b"\n", counted_to)
         self.lines += newlines + (1 if data and not data.endswith(b"\n") else 0)
+        if self.size <= rejoin.MAX_SOURCE_BYTES:
+            self._rejoin(block, prefilter, known)
+
+    def _rejoin(self, block: read.Block, prefilter: Prefilter, known: dict[int, set[int]]) -> None:
+        """Pasted excerpts: match keywords that a hard wrap split across two lines (see matcher.rejoin)."""
+        lines = block.data.split(b"\n")
+        for junction in rejoin.junctions(lines, prefilter, known):
+            glued = lines[junction.index] + junction.separator + lines[junction.index + 1]
+            record = _Record.parse(glued, self.source, block.first_lineno + junction.index)
+            for index in junction.signatures:
+                self._try(self.catalog.signatures[index], record, [])
 
     def close(self) -> SourceSummary:
         for pending in self.pending:

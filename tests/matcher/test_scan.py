@@ -188,3 +188,28 @@ no_match = ["xyz"]
     assert time.monotonic() - started < 5
     assert result.observations == ()
     assert result.stats.lines == 3
+
+
+def test_keywords_split_by_a_hard_wrap_are_found_in_small_pasted_excerpts(tmp_path: Path) -> None:
+    pasted = [
+        "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation",
+        "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for",
+        "RuntimeError: CUDA out of",
+        "memory. Tried to allocate 20.00 MiB (GPU 0; 23.65 GiB total capacity)",
+        "internal error, NCCL",
+        "version 2.14.3",
+    ]
+    result = _scan_text(tmp_path, pasted)
+    (timeout,) = _of(result, "watchdog-collective-timeout")
+    assert (
+        timeout.line.lineno == 1 and timeout.fields["seqnum"] == 2 and timeout.fields["timeout_ms"] == 1800000
+    )
+    (oom,) = _of(result, "cuda-oom-torch")
+    assert oom.line.lineno == 3 and oom.fields["bytes"] == "20.00 MiB"
+    (version,) = _of(result, "nccl-version")
+    assert version.fields["nccl_version"] == "2.14.3"
+
+
+def test_lines_that_match_alone_are_not_glued_again(tmp_path: Path) -> None:
+    result = _scan_text(tmp_path, [OOM, OOM.replace("rank3", "rank4")])
+    assert [o.line.lineno for o in _of(result, "cuda-oom-torch")] == [1, 2]
