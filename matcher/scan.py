@@ -90,6 +90,7 @@ class _SourceScan:
     last_time: float | None = None
     ranks: set[int] = field(default_factory=set)
     pending: list[_Pending] = field(default_factory=list)
+    last: read.Block | None = None
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
@@ -116,8 +117,11 @@ class _SourceScan:
                     self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
                 else:
                     self._try(signature, record, texts)
-        newlines = lineno - block.first_lineno + data.count(b"\n", counted_to)
-        self.lines += newlines + (1 if data and not data.endswith(b"\n") else 0)
+        # Lines of this block are known for free once the next block says where it starts; only the
+        # last block of a source is counted (see `close`).
+        if self.last is not None:
+            self.lines += block.first_lineno - self.last.first_lineno
+        self.last = block
         if self.size <= rejoin.MAX_SOURCE_BYTES:
             self._rejoin(block, prefilter, known)
 
@@ -131,6 +135,10 @@ class _SourceScan:
                 self._try(self.catalog.signatures[index], record, [])
 
     def close(self) -> SourceSummary:
+        if self.last is not None:
+            data = self.last.data
+            self.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+            self.last = None
         for pending in self.pending:
             self._try(pending.signature, pending.record, pending.lines)
         self.pending = []
