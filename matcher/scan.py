@@ -264,6 +264,7 @@ def scan(
     for source in sources:
         if source.kind != "text":
             continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
+        first = len(observations)
         state = _SourceScan(source, catalog, observations)
         for block in read.iter_blocks(source, limits):
             state.block(block, prefilter)
@@ -271,6 +272,8 @@ def scan(
             if progress is not None:
                 progress(done)
         summaries.append(state.close())
+        # Multi-line records and re-joined wraps finish late; keep each source's observations in file order.
+        observations[first:] = sorted(observations[first:], key=lambda o: o.line.lineno)
     ranks: set[int] = set()
     for summary in summaries:
         ranks.update(summary.ranks_seen)
