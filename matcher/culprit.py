@@ -23,6 +23,9 @@ XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
 # Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
 _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
+# Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
+# X, but Rank 0 is running Y"): the writer is not the odd one out, only a vote across ranks can tell.
+_REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
 # Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent.
 _COLLATERAL_EXIT_CODES = {-6, -15, 6, 15}
 SIMULTANEOUS_S = 1.0
@@ -80,6 +83,11 @@ def decide(
     if primary in _NO_CULPRIT_CLASSES:
         return CulpritDecision(
             None, f"{title(primary)}: a job-wide configuration problem, not one rank's fault"
+        )
+    if root_obs and primary in _REPORTER_IS_NOT_CULPRIT:
+        voted = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
+        return voted or CulpritDecision(
+            None, "the mismatch report names the two ranks that disagree, not which of them is the odd one"
         )
     if root_obs:
         decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
