@@ -308,38 +308,44 @@ def _first_line(example: str) -> str:
     return example.split("\n", 1)[0]
 
 
-def example_problems(signature: Signature, text_of: Callable[[str], str] | None = None) -> list[str]:
-    """Check a signature against its own examples the way the scanner applies it.
+Extractor = Callable[[Signature, str], Mapping[str, FieldValue] | None]
+
+
+def _search_pattern(signature: Signature, example: str) -> Mapping[str, FieldValue] | None:
+    found = signature.pattern.search(example, timeout=1.0)
+    return convert_fields(found.groupdict()) if found is not None else None
+
+
+def example_problems(signature: Signature, extract: Extractor | None = None) -> list[str]:
+    """Check a signature against its own examples.
 
     A match example is one raw line, or for `after = N` signatures the keyword line followed by up to N
-    continuation lines joined with "\\n". The keyword test runs on the raw first line, the pattern on
-    `text_of(first line)` (the prefix-stripped text; identity when not given) plus the continuation
-    lines. A no_match example passes when no keyword occurs in it or the pattern finds nothing.
-    Returns human-readable problems, empty when all examples behave.
+    continuation lines joined with "\\n". The keyword test runs on the first line as written; `extract`
+    then says what the signature yields for the example (default: the pattern searched over the raw
+    text; the test suite passes the scanner's own line matching, prefix peeling included). A no_match
+    example passes when no keyword occurs in it or nothing is extracted. Returns human-readable
+    problems, empty when all examples behave.
     """
-    strip = text_of or (lambda raw: raw)
+    run = extract or _search_pattern
     problems: list[str] = []
 
-    def candidate_text(example: str) -> str | None:
-        first, _, rest = example.partition("\n")
+    def fields_of(example: str) -> Mapping[str, FieldValue] | None:
+        first = example.split("\n", 1)[0]
         if not _has_keyword(first, signature.keywords, signature.caseless):
             return None
-        text = strip(first)
-        return f"{text}\n{rest}" if rest else text
+        return run(signature, example)
 
     for index, example in enumerate(signature.match):
-        text = candidate_text(example)
-        found = signature.pattern.search(text, timeout=1.0) if text is not None else None
+        found = fields_of(example)
         if found is None:
             problems.append(f"{signature.id}: match example does not match: {_first_line(example)!r}")
             continue
         if index == 0:
-            got = {k: str(v) for k, v in convert_fields(found.groupdict()).items()}
+            got = {k: str(v) for k, v in found.items()}
             for name, want in signature.expect.items():
                 if got.get(name) != want:
                     problems.append(f"{signature.id}: expected {name}={want!r}, extracted {got.get(name)!r}")
     for example in signature.no_match:
-        text = candidate_text(example)
-        if text is not None and signature.pattern.search(text, timeout=1.0) is not None:
+        if fields_of(example) is not None:
             problems.append(f"{signature.id}: no_match example matches: {_first_line(example)!r}")
     return problems

@@ -23,6 +23,9 @@ XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
 # Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
 _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
+# Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
+# X, but Rank 0 is running Y"): the writer is not the odd one out, only a vote across ranks can tell.
+_REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
 # Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent.
 _COLLATERAL_EXIT_CODES = {-6, -15, 6, 15}
 SIMULTANEOUS_S = 1.0
@@ -81,11 +84,18 @@ def decide(
         return CulpritDecision(
             None, f"{title(primary)}: a job-wide configuration problem, not one rank's fault"
         )
+    if root_obs and primary in _REPORTER_IS_NOT_CULPRIT:
+        voted = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
+        return voted or CulpritDecision(
+            None, "the mismatch report names the two ranks that disagree, not which of them is the odd one"
+        )
     if root_obs:
         decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
         if decision.culprit is not None:
             return decision
         fallback = _from_fr_or_table(fr, table, rm) or _from_torchrun(observations, rm)
+        if fallback is None and primary == RANK0:
+            return decide(primary, [], cascades, observations, table, fr, rm, root_obs[0])
         return fallback or decision
     if primary == PEER_EXIT:
         peer = _from_peer(cascades, rm)
@@ -94,7 +104,7 @@ def decide(
     evidence_based = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
     if evidence_based:
         return evidence_based
-    if primary == RANK0:
+    if primary == RANK0 and _rank0_implicated(rank0_clue, root_obs, table, rm):
         host = rm.host_of.get(0)
         what = f" ({rank0_clue.line.text.strip()[:80]})" if rank0_clue is not None else ""
         reason = f"rank 0 was busy with solo work{what} while its peers waited"
@@ -115,6 +125,17 @@ def decide(
             "never arrived (no rank behind, none missing); Flight Recorder dumps of every rank would tell",
         )
     return CulpritDecision(None, "no line names a failing rank or host")
+
+
+def _rank0_implicated(
+    clue: Observation | None, root_obs: list[Observation], table: TableVerdict, rm: RankMap
+) -> bool:
+    """Rank 0 is named only when a line ties the solo work to it or the others visibly waited for it."""
+    if clue is not None and rm.rank(clue) in (0, None):
+        return True
+    if any(rm.rank(o) in (0, None) for o in root_obs):
+        return True
+    return table.culprits == (0,) or (bool(table.reporters) and 0 not in table.reporters)
 
 
 def _from_root_lines(

@@ -235,7 +235,8 @@ def _decode(raw: bytes) -> str:
 
 
 def _fragments(text: str) -> list[str]:
-    pieces = text.split("\r") if "\r" in text else [text]
+    # A caller handing over several lines gets them treated like `\r` rewrites: one fragment each.
+    pieces = re.split(r"[\r\n]", text) if "\r" in text or "\n" in text else [text]
     fragments: list[str] = []
     for piece in pieces:
         for fragment in _SPLICE.split(piece) if len(piece) > 8 else (piece,):

@@ -499,9 +499,12 @@ def iter_blocks(source: Source, limits: ReadLimits | None = None) -> Iterator[Bl
                     continue
                 chunk = chunk[newline:]
                 skipping = False
-            data = carry + chunk if carry else chunk
-            end = data.rfind(b"\n") + 1
-            block, carry = data[:end], data[end:]
+            end = chunk.rfind(b"\n") + 1
+            if end:  # one copy: the carried head of a line plus this chunk's whole lines
+                block = carry + chunk[:end] if carry else chunk[:end] if end < len(chunk) else chunk
+                carry = chunk[end:]
+            else:
+                block, carry = b"", carry + chunk
             if len(carry) > cap:
                 carry = carry[:cap]
                 skipping = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from matcher import prefixes, read
 from matcher.catalog import Catalog, Signature, convert_fields
@@ -53,11 +53,24 @@ def match_text(signature: Signature, text: str) -> dict[str, FieldValue] | None:
 
 
 @dataclass(slots=True)
+class _Record:
+    """One candidate physical line: its attributed fragments (usually one) and its whole decoded text."""
+
+    segments: tuple[Line, ...]
+    whole: str
+
+    @classmethod
+    def parse(cls, raw: bytes, source: Source, lineno: int) -> _Record:
+        segments = prefixes.parse_segments(raw, source, lineno)
+        return cls(segments, raw.decode("utf-8", errors="replace").rstrip("\r"))
+
+
+@dataclass(slots=True)
 class _Pending:
     """A multi-line record (`after = N`) whose continuation lines lie in the next block."""
 
     signature: Signature
-    line: Line
+    record: _Record
     lines: list[str]
     missing: int
 
@@ -87,25 +100,24 @@ class _SourceScan:
         for candidate in prefilter.lines(data):
             lineno += data.count(b"\n", counted_to, candidate.start)
             counted_to = candidate.start
-            raw = data[candidate.start : candidate.end]
-            line = prefixes.parse_line(raw, self.source, lineno)
-            self._note_line(line)
+            record = _Record.parse(data[candidate.start : candidate.end], self.source, lineno)
+            for segment in record.segments:
+                self._note_line(segment)
             for index in candidate.signatures:
                 signature = self.catalog.signatures[index]
-                if signature.after:
-                    following = _following_lines(data, candidate.end, signature.after)
-                    texts = [self._text_of(raw_next, lineno + 1 + i) for i, raw_next in enumerate(following)]
-                    if len(following) < signature.after:  # the record may go on in the next block
-                        missing = signature.after - len(following)
-                        self.pending.append(_Pending(signature, line, texts, missing))
-                        continue
-                    self._try(signature, line, texts)
+                if not signature.after:
+                    self._try(signature, record, [])
+                    continue
+                following = _following_lines(data, candidate.end, signature.after)
+                texts = [self._text_of(raw, lineno + 1 + i) for i, raw in enumerate(following)]
+                if len(following) < signature.after:  # the record may go on in the next block
+                    self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
                 else:
-                    self._try(signature, line, [])
+                    self._try(signature, record, texts)
 
     def close(self) -> SourceSummary:
         for pending in self.pending:
-            self._try(pending.signature, pending.line, pending.lines)
+            self._try(pending.signature, pending.record, pending.lines)
         self.pending = []
         return SourceSummary(
             name=self.source.name,
@@ -127,7 +139,7 @@ class _SourceScan:
             if pending.missing > 0 and following:
                 still.append(pending)
             else:
-                self._try(pending.signature, pending.line, pending.lines)
+                self._try(pending.signature, pending.record, pending.lines)
         self.pending = still
 
     def _text_of(self, raw: bytes, lineno: int) -> str:
@@ -142,15 +154,11 @@ class _SourceScan:
         if line.rank is not None:
             self.ranks.add(line.rank)
 
-    def _try(self, signature: Signature, line: Line, continuation: list[str]) -> None:
-        text = "\n".join([line.text, *continuation]) if continuation else line.text
-        fields = match_text(signature, text)
-        if fields is None and line.raw and line.raw != line.text:
-            # Prefix peeling can go wrong on damaged lines; patterns are written to match the raw line too.
-            raw = "\n".join([line.raw, *continuation]) if continuation else line.raw
-            fields = match_text(signature, raw)
-        if fields is None:
-            return
+    def _try(self, signature: Signature, record: _Record, continuation: list[str]) -> None:
+        for line, fields in _matches(signature, record, continuation):
+            self._keep(signature, line, fields)
+
+    def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
         rank = line.rank if line.rank is not None else self.source.rank
         if self.kept[(signature.id, rank)] >= MAX_PER_RANK or self.kept_total[signature.id] >= MAX_PER_SOURCE:
             return
@@ -167,6 +175,42 @@ class _SourceScan:
                 symptom=signature.symptom,
             )
         )
+
+
+def _matches(
+    signature: Signature, record: _Record, continuation: list[str]
+) -> list[tuple[Line, dict[str, FieldValue]]]:
+    """Where the signature matches a candidate line: each fragment's peeled text, else its unpeeled form
+    (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
+    still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
+
+    def attempt(text: str) -> dict[str, FieldValue] | None:
+        return match_text(signature, "\n".join([text, *continuation]) if continuation else text)
+
+    found: list[tuple[Line, dict[str, FieldValue]]] = []
+    for segment in record.segments:
+        fields = attempt(segment.text)
+        if fields is None and segment.raw and segment.raw != segment.text:
+            fields = attempt(segment.raw)
+        if fields is not None:
+            found.append((segment, fields))
+    if found or any(record.whole == segment.raw for segment in record.segments):
+        return found
+    fields = attempt(record.whole)
+    if fields is not None:
+        last = record.segments[-1]
+        found.append((replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP]), fields))
+    return found
+
+
+def match_lines(
+    signature: Signature, lines: list[bytes], source: Source
+) -> list[tuple[Line, dict[str, FieldValue]]]:
+    """What the scanner extracts with `signature` from a candidate line (and, for `after = N`
+    signatures, its continuation lines): the catalog example test runs every example through this."""
+    record = _Record.parse(lines[0], source, 1)
+    continuation = [prefixes.parse_line(raw, source, 2 + i).text for i, raw in enumerate(lines[1:])]
+    return _matches(signature, record, continuation)
 
 
 def _following_lines(data: bytes, line_end: int, count: int) -> list[bytes]:

@@ -15,7 +15,6 @@ import io
 import logging
 import lzma
 import tarfile
-import zlib
 from collections.abc import Callable
 from typing import IO, BinaryIO, cast
 
@@ -45,29 +44,44 @@ class ByteBudget:
             )
 
 
-class CountingReader(io.RawIOBase):
+class _Reader(io.RawIOBase):
+    """A raw reader whose `read(n)` hands over the bytes it got without extra copies (hot path)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            return self.readall()
+        return self._read(size)
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _read(self, size: int) -> bytes:
+        raise NotImplementedError
+
+
+class CountingReader(_Reader):
     """Counts the bytes read from `inner` (the compressed side, for the ratio guard)."""
 
     def __init__(self, inner: BinaryIO) -> None:
         self.inner = inner
         self.count = 0
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self.inner.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
-        self.count += n
-        return n
+    def _read(self, size: int) -> bytes:
+        data = self.inner.read(size)
+        self.count += len(data)
+        return data
 
     def close(self) -> None:
         self.inner.close()
         super().close()
 
 
-class GuardedReader(io.RawIOBase):
+class GuardedReader(_Reader):
     """The stream a consumer reads: budgeted, ratio-checked, exceptions mapped to `InputError`."""
 
     def __init__(
@@ -88,37 +102,32 @@ class GuardedReader(io.RawIOBase):
         self.produced = 0
         self.ended = False
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def _read(self, size: int) -> bytes:
         if self.ended:
-            return 0
+            return b""
         try:
-            data = self.inner.read(len(buffer))
+            data = self.inner.read(size)
         except EOFError:
             # A compressed stream cut short (killed writer, partial upload): keep what was readable.
             log.warning("%s: compressed data ends early; reading what is there", self.name)
             self.ended = True
-            return 0
+            return b""
         except tarfile.ReadError as error:
             log.warning("%s: archive member ends early (%s); reading what is there", self.name, error)
             self.ended = True
-            return 0
+            return b""
         except InputError:
             raise
-        except (OSError, ValueError, RuntimeError, zlib.error, lzma.LZMAError, zstandard.ZstdError) as error:
+        except Exception as error:  # decoders raise many types on hostile bytes; all mean "corrupt"
             raise InputError(f"{self.name}: unreadable or corrupt data ({one_line(error)})") from None
-        n = len(data)
-        if n == 0:
+        if not data:
             self.ended = True
-            return 0
-        buffer[:n] = data
-        self.produced += n
+            return b""
+        self.produced += len(data)
         if self.budget is not None:
-            self.budget.charge(n)
+            self.budget.charge(len(data))
         self._check_ratio()
-        return n
+        return data
 
     def _check_ratio(self) -> None:
         if self.compressed_size is None or self.max_ratio <= 0 or self.produced < RATIO_FLOOR_BYTES:
@@ -137,25 +146,35 @@ class GuardedReader(io.RawIOBase):
         super().close()
 
 
-class PrefixedReader(io.RawIOBase):
+class PrefixedReader(_Reader):
     """`head` (already read while sniffing a one-shot stream) followed by the rest of `inner`."""
 
     def __init__(self, head: bytes, inner: BinaryIO) -> None:
         self.head = head
         self.inner = inner
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def _read(self, size: int) -> bytes:
         if self.head:
-            n = min(len(buffer), len(self.head))
-            buffer[:n] = self.head[:n]
-            self.head = self.head[n:]
-            return n
-        data = self.inner.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+            data, self.head = self.head[:size], self.head[size:]
+            return data
+        return self.inner.read(size)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class _ReadOne(_Reader):
+    """Reads through `read1`, so data decoded before a truncation error is delivered, not lost.
+
+    (`GzipFile.read(n)` gathers n bytes through a buffer and drops them all when the stream ends early.)
+    """
+
+    def __init__(self, inner: gzip.GzipFile) -> None:
+        self.inner = inner
+
+    def _read(self, size: int) -> bytes:
+        return self.inner.read1(size)
 
     def close(self) -> None:
         self.inner.close()
@@ -165,7 +184,7 @@ class PrefixedReader(io.RawIOBase):
 def decompressor(kind: str, raw: BinaryIO) -> BinaryIO:
     """A decompressing reader over `raw` for one of the single-stream formats `sniff` recognises."""
     if kind == "gzip":
-        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
+        return as_binary(_ReadOne(gzip.GzipFile(fileobj=raw, mode="rb")))
     if kind == "zstd":
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
         return cast(BinaryIO, reader)

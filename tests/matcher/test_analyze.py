@@ -334,3 +334,20 @@ def test_monitored_barrier_report_names_the_missing_rank() -> None:
     assert d.culprit is not None and d.culprit.ranks == (3,)
     assert d.primary.class_id == "timeout/straggler-input"
     assert d.symptom == "missing-rank"
+
+
+def test_a_mismatch_report_does_not_blame_the_rank_that_wrote_it() -> None:
+    report = obs(
+        "collective-mismatch-detected",
+        "root",
+        ("timeout/asymmetric-collectives",),
+        rank=1,
+        pg_rank=1,
+        other_rank=0,
+        seqnum=3104,
+        optype="ALLREDUCE",
+    )
+    d = analyze(scan(report, ranks=2))
+    assert d.primary.class_id == "timeout/asymmetric-collectives"
+    assert d.culprit is None
+    assert "odd one" in (d.no_culprit_reason or "")

@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from matcher.catalog import CatalogError, Signature, example_problems, load_catalog
+from matcher.model import FieldValue
 from matcher.read import Source
+from matcher.scan import match_lines
 
 CATALOG = load_catalog()
 
 
-def _stripped_text(raw: str) -> str:
-    """What the scanner feeds a pattern: the line after prefix peeling (identity until the reader lands)."""
-    try:
-        from matcher.prefixes import parse_line  # type: ignore[attr-defined]
-    except ImportError:
-        return raw
-    source = Source(name="example.log", opener=lambda: None)  # type: ignore[arg-type, return-value]
-    return parse_line(raw.encode(), source, 1).text
+EXAMPLE_SOURCE = Source(name="example.log", opener=lambda: io.BytesIO())
+
+
+def _as_scanned(signature: Signature, example: str) -> Mapping[str, FieldValue] | None:
+    """What the scanner extracts from the example: prefixes peeled, fragments and fallbacks as in a scan."""
+    found = match_lines(signature, [line.encode() for line in example.split("\n")], EXAMPLE_SOURCE)
+    return found[0][1] if found else None
 
 
 @pytest.mark.parametrize("signature", CATALOG.signatures, ids=lambda s: s.id)
 def test_signature_examples(signature: Signature) -> None:
-    assert example_problems(signature, _stripped_text) == []
+    assert example_problems(signature, _as_scanned) == []
 
 
 def test_signature_ids_are_unique_across_files() -> None:
