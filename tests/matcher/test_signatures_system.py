@@ -241,3 +241,24 @@ def test_efa_plugin_skew_is_efa_even_though_nccl_falls_back_to_sockets(tmp_path:
     )
     diagnosis = _diagnose(tmp_path, ("rank0.log", log))
     assert diagnosis.primary.class_id == "network/efa-ofi"
+
+
+def test_illegal_access_caught_by_nccl_alone_points_at_nccl_but_yields_to_kernel_asserts(
+    tmp_path: Path,
+) -> None:
+    nccl_only = (
+        "[2025-06-01 10:00:00] box:5120:5120 [2] enqueue.cc:1600 NCCL WARN Cuda failure 700 'an illegal "
+        "memory access was encountered'\n"
+        "box:5120:5120 [2] NCCL INFO group.cc:250 -> 1\n"
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  CUDA error: an illegal memory access was encountered\n"
+    )
+    diagnosis = _diagnose(tmp_path / "a", ("rank2.log", nccl_only))
+    assert _classes(diagnosis)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
+
+    user_kernel = (
+        "/opt/src/loss.cu:88: scatter_kernel: block: [0,0,0], thread: [3,0,0] Assertion `idx < n` failed.\n"
+        "[rank2]: RuntimeError: CUDA error: device-side assert triggered\n" + nccl_only
+    )
+    diagnosis = _diagnose(tmp_path / "b", ("rank2.log", user_kernel))
+    assert diagnosis.primary.class_id == "cuda/illegal-access"
