@@ -140,6 +140,12 @@ def test_healthy_nccl_init_lines_are_not_evidence(tmp_path: Path) -> None:
         "gpu-1:811:900 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n"
         "gpu-1:811:900 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n"
         "gpu-1:811:900 [0] NCCL INFO Connected all rings\n"
+        "gpu-1:811:811 [0] NCCL INFO NET/Socket : Using [0]eno1:10.0.0.11<0> [1]virbr0:192.168.122.1<0>\n"
+        "gpu-1:811:811 [0] NCCL INFO P2P is disabled between connected GPUs 2 and 3. You can repress this "
+        "message with NCCL_IGNORE_DISABLED_P2P=1.\n"
+        "gpu-1:811:900 [0] graph/search.cc:1050 NCCL WARN Could not find a path for pattern 4, falling back "
+        "to simple order\n"
+        "gpu-1:811:811 [0] NCCL INFO NET/Plugin: Failed to find ncclCollNetPlugin_v6 symbol.\n"
         "gpu-1:811:811 [0] NCCL INFO cudaDriverVersion 12040\n"
         "gpu-1:811:811 [0] NCCL INFO comm 0x55d0 rank 0 nranks 16 cudaDev 0 busId 18000 - Init COMPLETE\n"
     )
