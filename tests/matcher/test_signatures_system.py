@@ -268,3 +268,15 @@ def test_illegal_access_caught_by_nccl_alone_points_at_nccl_but_yields_to_kernel
     )
     diagnosis = _diagnose(tmp_path / "b", ("rank2.log", user_kernel))
     assert diagnosis.primary.class_id == "cuda/illegal-access"
+
+
+def test_an_unreachable_peer_names_the_class_without_blaming_the_rank_that_reports_it(tmp_path: Path) -> None:
+    timeouts = "".join(WATCHDOG.format(r=r) for r in range(4))
+    unreachable = (
+        "node-4:1190:1301 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+        "192.168.19.14<52822> failed : No route to host\n"
+    )
+    diagnosis = _diagnose(tmp_path, ("train.log", timeouts + unreachable))
+    assert diagnosis.primary.class_id == "network/interface-selection"
+    assert diagnosis.culprit is None
+    assert diagnosis.facts.get("peer") == "192.168.19.14"
