@@ -173,17 +173,22 @@ def _from_root_lines(
     if first_by_rank:
         ordered = sorted(first_by_rank, key=lambda r: (first_by_rank[r], r))
         earliest = first_by_rank[ordered[0]]
-        if len(ordered) > 1 and len(everyone) > 1 and set(ordered) >= everyone:
-            runner_up = first_by_rank[ordered[1]]
-            if math.isinf(earliest) or runner_up - earliest < SIMULTANEOUS_S:
+        everyone_hit = len(ordered) > 1 and len(everyone) > 1 and set(ordered) >= everyone
+        many_hit = everyone_hit or (len(ordered) > 2 and 4 * len(ordered) > len(everyone))
+        if many_hit:
+            # Only a clear lead in time singles one rank out of many that hit the same error.
+            if math.isinf(earliest):
                 return CulpritDecision(
-                    None, f"every rank hit {label.lower()} at about the same time: no single rank started it"
+                    None, f"{len(ordered)} ranks hit {label.lower()} and no timestamp tells which was first"
+                )
+            if first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S:
+                return CulpritDecision(
+                    None,
+                    f"{len(ordered)} ranks hit {label.lower()} at about the same time: none stands out",
                 )
             chosen = ordered[:1]
-        elif len(ordered) <= 2 or 4 * len(ordered) <= max(len(everyone), 1):
-            chosen = ordered
         else:
-            chosen = ordered[:1]
+            chosen = ordered
         hosts = _hosts_for(chosen, [o for o in root_obs if rm.rank(o) in chosen], rm)
         t = min(first_by_rank[r] for r in chosen)
         t_opt = None if math.isinf(t) else t

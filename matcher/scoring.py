@@ -1,6 +1,6 @@
 """Evidence mass per class, calibrated confidences and the evidence excerpts that back each class.
 
-Mass: observations de-duplicated by (signature, rank), sorted by weight, summed with harmonic decay
+Mass: observations de-duplicated by (signature, rank or host), sorted by weight, summed with harmonic decay
 (the k-th repeat adds w/k: a thousand identical lines are not a thousand times the proof), plus a bonus
 for independent signatures. Root lines count fully; cascade classes (a peer-exit line names a class
 but is what a victim says) count at a discount and only where no root line exists at all.
@@ -26,12 +26,14 @@ _EXCERPT_CHARS = 400
 
 
 def mass(observations: Iterable[Observation], ranks: RankMap) -> float:
-    best: dict[tuple[str, int | None], float] = {}
+    best: dict[tuple[str, int | None, str | None], float] = {}
     for obs in observations:
-        key = (obs.signature, ranks.rank(obs))
+        rank = ranks.rank(obs)
+        # Lines without a rank (NCCL, kernel) still count once per host: two hosts are two witnesses.
+        key = (obs.signature, rank, None if rank is not None else ranks.host(obs))
         best[key] = max(best.get(key, 0.0), obs.weight)
     weights = sorted(best.values(), reverse=True)
-    signatures = {sig for sig, _ in best}
+    signatures = {key[0] for key in best}
     total = sum(w / (i + 1) for i, w in enumerate(weights))
     return total + 0.25 * min(len(signatures) - 1, 3) if weights else 0.0
 

@@ -351,3 +351,17 @@ def test_a_mismatch_report_does_not_blame_the_rank_that_wrote_it() -> None:
     assert d.primary.class_id == "timeout/asymmetric-collectives"
     assert d.culprit is None
     assert "odd one" in (d.no_culprit_reason or "")
+
+
+def test_many_ranks_with_the_same_error_and_no_timestamps_name_nobody() -> None:
+    observations = [obs("cuda-oom", "root", ("cuda/oom",), rank=r) for r in (1, 4, 6)]
+    d = analyze(scan(*observations, ranks=8))
+    assert d.culprit is None
+    assert "no timestamp" in (d.no_culprit_reason or "")
+
+
+def test_two_ranks_out_of_many_with_a_root_error_are_both_named() -> None:
+    observations = [obs("cuda-oom", "root", ("cuda/oom",), rank=r, t=50.0 + r) for r in (3, 9)]
+    observations += [timeout(r) for r in range(16) if r not in (3, 9)]
+    d = analyze(scan(*observations, ranks=16))
+    assert d.culprit is not None and d.culprit.ranks == (3, 9)
