@@ -55,6 +55,8 @@ def _who(ranks: Iterable[int], hosts: Iterable[str], rm: RankMap) -> str:
 def _hosts_for(ranks: Iterable[int], observations: Iterable[Observation], rm: RankMap) -> tuple[str, ...]:
     hosts = [rm.host_of[r] for r in ranks if r in rm.host_of]
     hosts += [h for h in (rm.host(o) for o in observations) if h]
+    if not hosts and len(rm.hosts) == 1:
+        hosts = list(rm.hosts)  # a single-node job: whichever rank it is, it ran there
     return tuple(dict.fromkeys(hosts))
 
 

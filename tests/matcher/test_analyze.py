@@ -365,3 +365,13 @@ def test_two_ranks_out_of_many_with_a_root_error_are_both_named() -> None:
     observations += [timeout(r) for r in range(16) if r not in (3, 9)]
     d = analyze(scan(*observations, ranks=16))
     assert d.culprit is not None and d.culprit.ranks == (3, 9)
+
+
+def test_single_node_job_puts_the_culprit_on_its_only_host() -> None:
+    observations = [
+        obs("cuda-oom", "root", ("cuda/oom",), rank=2, t=10.0),
+        obs("nccl-proxy-peer-closed", "cascade", ("network/peer-exit",), host="box-1", symptom="peer-closed"),
+    ]
+    d = analyze(scan(*observations, ranks=4))
+    assert d.culprit is not None and d.culprit.ranks == (2,)
+    assert d.culprit.hosts == ("box-1",)
