@@ -29,6 +29,29 @@ _REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
 # Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent.
 _COLLATERAL_EXIT_CODES = {-6, -15, 6, 15}
 SIMULTANEOUS_S = 1.0
+# How a culprit reason names what happened ("rank 5 (gpu-node-017) hit CUDA out of memory at ...").
+_FAILURE_PHRASES = {
+    "cuda/oom": "CUDA out of memory",
+    "cuda/illegal-access": "an illegal memory access / device-side assert",
+    "system/host-oom": "the host OOM killer",
+    "hardware/gpu-xid": "a GPU hardware fault",
+    "network/ib-rdma": "an InfiniBand / RoCE transport error",
+    "network/roce-gid": "a RoCE GID mismatch",
+    "network/efa-ofi": "an EFA / libfabric error",
+    "network/interface-selection": "a wrong network interface",
+    "shm/dev-shm": "a full /dev/shm",
+    "system/memlock": "a too-low locked-memory limit",
+    "system/fabric-manager": "a missing NVSwitch fabric manager",
+    "p2p/pcie-acs": "a PCIe peer-to-peer failure",
+    "rendezvous/store": "a rendezvous / TCPStore failure",
+    "config/version-mismatch": "a version mismatch",
+    "nccl/nvls-or-algorithm": "an NCCL algorithm failure",
+    "timeout/asymmetric-collectives": "a collective mismatch",
+}
+
+
+def _failure(class_id: str) -> str:
+    return _FAILURE_PHRASES.get(class_id, f"'{title(class_id)}'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +171,7 @@ def _from_root_lines(
     fr: FRFinding | None,
     rm: RankMap,
 ) -> CulpritDecision:
-    label = title(primary)
+    label = _failure(primary)
     if primary == XID_CLASS:
         hosts = tuple(dict.fromkeys(h for h in (rm.host(o) for o in root_obs) if h))
         if hosts:
@@ -181,12 +204,12 @@ def _from_root_lines(
             # Only a clear lead in time singles one rank out of many that hit the same error.
             if math.isinf(earliest):
                 return CulpritDecision(
-                    None, f"{len(ordered)} ranks hit {label.lower()} and no timestamp tells which was first"
+                    None, f"{len(ordered)} ranks hit {label} and no timestamp tells which was first"
                 )
             if first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S:
                 return CulpritDecision(
                     None,
-                    f"{len(ordered)} ranks hit {label.lower()} at about the same time: none stands out",
+                    f"{len(ordered)} ranks hit {label} at about the same time: none stands out",
                 )
             chosen = ordered[:1]
         else:
@@ -195,19 +218,17 @@ def _from_root_lines(
         t = min(first_by_rank[r] for r in chosen)
         t_opt = None if math.isinf(t) else t
         when = _clock(t_opt) + _relative_to_cascade(t_opt, cascades)
-        reason = f"{_who(chosen, (), rm)} hit {label.lower()}{when}"
+        reason = f"{_who(chosen, (), rm)} hit {label}{when}"
         return CulpritDecision(Culprit(tuple(chosen), hosts, reason), None)
 
     hosts = tuple(dict.fromkeys(h for h in (rm.host(o) for o in root_obs) if h))
     if len(hosts) == 1:
         t = _first_time(root_obs)
-        reason = f"host {hosts[0]} logged {label.lower()}{_clock(t)}{_relative_to_cascade(t, cascades)}"
+        reason = f"host {hosts[0]} logged {label}{_clock(t)}{_relative_to_cascade(t, cascades)}"
         return CulpritDecision(Culprit((), hosts, reason), None)
     if len(hosts) > 1:
-        return CulpritDecision(
-            None, f"{label.lower()} was logged on {len(hosts)} hosts; no single host stands out"
-        )
-    return CulpritDecision(None, f"the {label.lower()} lines carry no rank or host")
+        return CulpritDecision(None, f"{label} was logged on {len(hosts)} hosts; no single host stands out")
+    return CulpritDecision(None, f"the lines reporting {label} carry no rank or host")
 
 
 def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) -> CulpritDecision | None:
