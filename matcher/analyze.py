@@ -115,7 +115,7 @@ def _rank(
     cascades: list[Observation],
     extra_evidence: dict[str, tuple[Evidence, ...]],
 ) -> tuple[ClassScore, ...]:
-    known = {c: m for c, m in masses.items() if m > 0 and (c in CLASSES or "/" in c)}
+    known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
     if not known or set(known) == {UNKNOWN}:
         evidence = scoring.excerpts(cascades)
         return (ClassScore(UNKNOWN, UNKNOWN_ALONE_CONFIDENCE, title(UNKNOWN), evidence),)
