@@ -375,3 +375,11 @@ def test_single_node_job_puts_the_culprit_on_its_only_host() -> None:
     d = analyze(scan(*observations, ranks=4))
     assert d.culprit is not None and d.culprit.ranks == (2,)
     assert d.culprit.hosts == ("box-1",)
+
+
+def test_torchrun_entry_maps_a_lagging_rank_to_its_host() -> None:
+    observations = [timeout(r) for r in range(8) if r != 6]
+    observations.append(torchrun_entry("torchrun-root-cause-block", rank=6, exit_code=-6))
+    d = analyze(scan(*observations, ranks=8))
+    assert d.culprit is not None and d.culprit.ranks == (6,)
+    assert d.culprit.hosts == ("gpu-node-3",)
