@@ -21,7 +21,8 @@ from matcher.rankmap import RankMap
 CASCADE_DISCOUNT = 0.5
 MAX_CONFIDENCE = 0.97
 EVIDENCE_PER_CLASS = 5
-_ROLE_ORDER = {"root": 0, "cascade": 1, "context": 2}
+# A clue (context) says more about the cause than what the waiting ranks report (cascade).
+_ROLE_ORDER = {"root": 0, "context": 1, "cascade": 2}
 _EXCERPT_CHARS = 400
 
 
@@ -59,15 +60,19 @@ def by_class(observations: Iterable[Observation], role: str) -> dict[str, list[O
 
 
 def chronological_key(obs: Observation) -> tuple[int, float, str, int]:
-    """Root before cascade before context; then earliest in time (untimed last); then file order."""
+    """Root, then context clues, then cascade; then earliest in time (untimed last); then file order."""
     when = obs.line.time if obs.line.time is not None else math.inf
     return (_ROLE_ORDER.get(obs.role, 3), when, obs.line.source, obs.line.lineno)
 
 
-def excerpts(observations: Iterable[Observation], limit: int = EVIDENCE_PER_CLASS) -> tuple[Evidence, ...]:
+def excerpts(
+    observations: Iterable[Observation], limit: int = EVIDENCE_PER_CLASS, pinned: Iterable[Observation] = ()
+) -> tuple[Evidence, ...]:
+    """Best evidence first: `pinned` lines (e.g. the lagging rank's own report) in their order, then the
+    rest by `chronological_key`; one excerpt per distinct (signature, text)."""
     chosen: list[Evidence] = []
     seen: set[tuple[str, str]] = set()
-    for obs in sorted(observations, key=chronological_key):
+    for obs in [*pinned, *sorted(observations, key=chronological_key)]:
         text = (obs.line.raw or obs.line.text)[:_EXCERPT_CHARS]
         key = (obs.signature, obs.line.text)
         if key in seen:
