@@ -72,7 +72,9 @@ def input_digest(scanned: ScanResult) -> str:
     the same digest; a different incident cannot share all of these."""
     canonical = {
         "sources": [[s.name, s.bytes, s.lines] for s in scanned.sources],
-        "observations": [[o.signature, o.line.source, o.line.lineno, o.line.text] for o in scanned.observations],
+        "observations": [
+            [o.signature, o.line.source, o.line.lineno, o.line.text] for o in scanned.observations
+        ],
     }
     blob = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
