@@ -140,7 +140,9 @@ def decide(
         return CulpritDecision(None, table.detail)
     if fr is not None and fr.kind == "all-stuck":
         return CulpritDecision(None, fr.reason)
-    torchrun = _from_torchrun(observations, rm)
+    # Without a root line, a rank that exited with a plain error may only have seen the aborted
+    # communicator; only a death by signal (SIGKILL, SIGSEGV, SIGBUS...) marks it as the first to go.
+    torchrun = _from_torchrun(observations, rm, signals_only=True)
     if torchrun:
         return torchrun
     if table.seqnum is not None:
@@ -266,12 +268,16 @@ def _from_peer(cascades: list[Observation], rm: RankMap) -> CulpritDecision | No
     )
 
 
-def _from_torchrun(observations: list[Observation], rm: RankMap) -> CulpritDecision | None:
+def _from_torchrun(
+    observations: list[Observation], rm: RankMap, signals_only: bool = False
+) -> CulpritDecision | None:
     """torchrun's Root Cause entry, when that rank died of something other than collateral signals."""
     failed: dict[int, Observation] = {}
     for obs in observations:
         rank, code = as_int(obs.fields.get("rank")), as_int(obs.fields.get("exit_code"))
         if rank is None or code is None or code in _COLLATERAL_EXIT_CODES or code == 0:
+            continue
+        if signals_only and code > 0:
             continue
         if "root" in obs.signature or rank not in failed:
             failed[rank] = obs
