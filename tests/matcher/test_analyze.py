@@ -388,8 +388,10 @@ def test_torchrun_entry_maps_a_lagging_rank_to_its_host() -> None:
 
 def test_a_plain_error_exit_without_any_root_line_is_not_a_culprit() -> None:
     # After the watchdog aborts the communicator, the next collective raises and the rank exits with 1:
-    # torchrun calls that the root cause, but it is a victim like the others.
-    observations = [timeout(r, seq=9) for r in range(4)]
-    observations.append(torchrun_entry("torchrun-root-cause-block", rank=1, exit_code=1))
-    d = analyze(scan(*observations, ranks=4))
-    assert d.culprit is None
+    # torchrun calls that the root cause, but it is a victim like the others. A signal death is not.
+    unattributed = obs("watchdog-timeout", "cascade", symptom="collective-timeout", timeout_ms=600000)
+    victim = torchrun_entry("torchrun-root-cause-block", rank=1, exit_code=1)
+    assert analyze(scan(unattributed, victim, ranks=4)).culprit is None
+    crashed = torchrun_entry("torchrun-root-cause-block", rank=1, exit_code=-11)
+    d = analyze(scan(unattributed, crashed, ranks=4))
+    assert d.culprit is not None and d.culprit.ranks == (1,)
