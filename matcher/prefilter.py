@@ -4,8 +4,10 @@ Every signature declares literal keywords; a line is a candidate for a signature
 of them. All keywords of the catalog go into one Hyperscan database (literal mode, block scan), which
 reports every keyword occurrence in a multi-megabyte block at memory speed; the scanner then runs only the
 few candidate signatures' regexes on the few candidate lines. Where Hyperscan is not installable, a
-pure-Python fallback finds candidate lines with `bytes.find` per keyword (memchr-class speed in C, and
-keywords are rare in healthy logs) and re-checks the keywords of each such line.
+pure-Python fallback finds candidate lines with `bytes.find` per keyword and re-checks the keywords of
+each such line. Measured on a 20 MB NCCL_DEBUG=INFO log with the full catalog (~370 keywords): Hyperscan
+~1.3 GB/s; `bytes.find` per keyword ~7 MB/s (one C-speed pass per keyword); one `re` (or `regex`)
+alternation of all keywords ~1 MB/s. The fallback is fine for pasted excerpts and slow on huge logs.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from matcher import prefixes, read
+from matcher import prefixes, read, rejoin
 from matcher.catalog import Catalog, Signature, convert_fields
 from matcher.model import FieldValue, Line, Observation, ScanResult, SourceSummary, Stats
 from matcher.prefilter import Prefilter
@@ -90,16 +90,19 @@ class _SourceScan:
     last_time: float | None = None
     ranks: set[int] = field(default_factory=set)
     pending: list[_Pending] = field(default_factory=list)
+    last: read.Block | None = None
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
         self.size += len(data)
-        self.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         self._finish_pending(data, block.first_lineno)
+        # One pass of newline counting per block: up to each candidate line, then the tail.
         counted_to, lineno = 0, block.first_lineno
+        known: dict[int, set[int]] = {}
         for candidate in prefilter.lines(data):
             lineno += data.count(b"\n", counted_to, candidate.start)
             counted_to = candidate.start
+            known[lineno - block.first_lineno] = set(candidate.signatures)
             record = _Record.parse(data[candidate.start : candidate.end], self.source, lineno)
             for segment in record.segments:
                 self._note_line(segment)
@@ -114,8 +117,28 @@ class _SourceScan:
                     self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
                 else:
                     self._try(signature, record, texts)
+        # Lines of this block are known for free once the next block says where it starts; only the
+        # last block of a source is counted (see `close`).
+        if self.last is not None:
+            self.lines += block.first_lineno - self.last.first_lineno
+        self.last = block
+        if self.size <= rejoin.MAX_SOURCE_BYTES:
+            self._rejoin(block, prefilter, known)
+
+    def _rejoin(self, block: read.Block, prefilter: Prefilter, known: dict[int, set[int]]) -> None:
+        """Pasted excerpts: match keywords that a hard wrap split across two lines (see matcher.rejoin)."""
+        lines = block.data.split(b"\n")
+        for junction in rejoin.junctions(lines, prefilter, known):
+            glued = lines[junction.index] + junction.separator + lines[junction.index + 1]
+            record = _Record.parse(glued, self.source, block.first_lineno + junction.index)
+            for index in junction.signatures:
+                self._try(self.catalog.signatures[index], record, [])
 
     def close(self) -> SourceSummary:
+        if self.last is not None:
+            data = self.last.data
+            self.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+            self.last = None
         for pending in self.pending:
             self._try(pending.signature, pending.record, pending.lines)
         self.pending = []

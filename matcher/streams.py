@@ -9,6 +9,7 @@ stream, a clean end of data) so hostile bytes can never surface as a traceback.
 from __future__ import annotations
 
 import bz2
+import codecs
 import contextlib
 import gzip
 import io
@@ -45,7 +46,9 @@ class ByteBudget:
 
 
 class _Reader(io.RawIOBase):
-    """A raw reader whose `read(n)` hands over the bytes it got without extra copies (hot path)."""
+    """A reader whose `read(n)` returns n bytes unless the stream ends (what callers of a file expect,
+    e.g. a loader doing `read(limit + 1)`), handing over what it got without extra copies when one
+    underlying read suffices (the hot path)."""
 
     def readable(self) -> bool:
         return True
@@ -53,7 +56,24 @@ class _Reader(io.RawIOBase):
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             return self.readall()
-        return self._read(size)
+        data = self._read(size)
+        if not data or len(data) >= size:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = self._read(size - got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def readall(self) -> bytes:
+        parts = []
+        while data := self._read(1024 * 1024):
+            parts.append(data)
+        return b"".join(parts)
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         data = self._read(len(buffer))
@@ -164,17 +184,46 @@ class PrefixedReader(_Reader):
         super().close()
 
 
-class _ReadOne(_Reader):
+class _ReadOne(io.RawIOBase):
     """Reads through `read1`, so data decoded before a truncation error is delivered, not lost.
 
     (`GzipFile.read(n)` gathers n bytes through a buffer and drops them all when the stream ends early.)
+    Deliberately returns short reads: the `GuardedReader` above it gathers them and turns the final
+    EOFError into a clean end of data.
     """
 
     def __init__(self, inner: gzip.GzipFile) -> None:
         self.inner = inner
 
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self.inner.read1(size if size is not None and size >= 0 else -1)
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self.inner.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class Utf16ToUtf8Reader(_Reader):
+    """UTF-16 text (byte order mark first) re-encoded as UTF-8, incrementally."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+
     def _read(self, size: int) -> bytes:
-        return self.inner.read1(size)
+        while True:
+            data = self.inner.read(max(size // 2, 2))
+            text = self.decoder.decode(data, final=not data)
+            if text or not data:  # a lone half of a code unit decodes to nothing yet: read on
+                return text.encode("utf-8", errors="replace")
 
     def close(self) -> None:
         self.inner.close()

@@ -34,7 +34,6 @@ MISSING_RANK = "missing-rank"
 class Inference:
     masses: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     evidence: dict[str, list[Observation]] = field(default_factory=lambda: defaultdict(list))
-    notes: dict[str, str] = field(default_factory=dict)  # class -> why (for the culprit reason)
 
     def add(self, cls: str, amount: float, observations: list[Observation] | None = None) -> None:
         self.masses[cls] += amount
@@ -101,10 +100,8 @@ def infer(
 
     if table.kind == "mismatch":
         inf.add(ASYMMETRIC, 1.5, list(table.evidence))
-        inf.notes[ASYMMETRIC] = table.detail
     if fr is not None and fr.kind == "mismatch":
         inf.add(ASYMMETRIC, 1.5)
-        inf.notes.setdefault(ASYMMETRIC, fr.reason)
     if lagging:
         # A lagging rank is the straggler class's own evidence unless a clue already says why it lagged.
         explained = any(inf.masses.get(cls, 0.0) >= 0.8 for cls in (RANK0, JIT))

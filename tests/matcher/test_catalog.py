@@ -10,6 +10,7 @@ import pytest
 
 from matcher.catalog import CatalogError, Signature, example_problems, load_catalog
 from matcher.model import FieldValue
+from matcher.prefilter import Prefilter
 from matcher.read import Source
 from matcher.scan import match_lines
 
@@ -28,6 +29,33 @@ def _as_scanned(signature: Signature, example: str) -> Mapping[str, FieldValue] 
 @pytest.mark.parametrize("signature", CATALOG.signatures, ids=lambda s: s.id)
 def test_signature_examples(signature: Signature) -> None:
     assert example_problems(signature, _as_scanned) == []
+
+
+def _healthy_job_output() -> bytes:
+    """NCCL_DEBUG=INFO collective lines and step logs of a healthy 64-rank job: numbers everywhere."""
+    return b"".join(
+        f"gpu-node-00{r % 8}:{4000 + r}:{4071 + r} [{r % 8}] NCCL INFO AllReduce: opCount {s:x} sendbuff "
+        f"0x7f2a{s:04d}00 recvbuff 0x7f2a{s:04d}00 count 26214400 datatype 7 op 0 root 0 comm 0x7f{r:06x} "
+        f"[nranks=64] stream 0x55d{r:05x}\n[rank{r}]:I1129 03:{s % 60:02d}:{r % 60:02d}.{r * 7919:06d} "
+        f"{4000 + r} train.py:212] step {s} loss 2.{(s * 7919 + r) % 10000:04d} lr 3.0e-04 "
+        f"tokens/s {150000 + r * 37 + s} grad_norm 0.{(s * 31 + r) % 997:03d}\n".encode()
+        for r in range(64)
+        for s in range(1, 60)
+    )
+
+
+def test_keywords_are_selective_on_healthy_output() -> None:
+    """Keywords must be rare in healthy logs: a keyword like "802" or "Using" makes half a 400 MB log
+    candidate lines, and the scan crawls. Every candidate line here names the keyword at fault."""
+    data = _healthy_job_output()
+    offenders = sorted(
+        {
+            f"{s.id}: {[k for k in s.keywords if k.encode() in data[c.start : c.end]]}"
+            for c in Prefilter(CATALOG).lines(data)
+            for s in (CATALOG.signatures[i] for i in c.signatures)
+        }
+    )
+    assert offenders == []
 
 
 def test_signature_ids_are_unique_across_files() -> None:

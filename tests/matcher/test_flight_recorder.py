@@ -97,6 +97,19 @@ def test_json_and_gzip_dumps_load_like_pickles() -> None:
     assert from_json.pg_ranks["0"] == (0, 1, 2, 3)
 
 
+def test_json_dumps_with_string_counters_as_torch_writes_them() -> None:
+    dump = _dump(1, 2, [_entry(6)], 6, 5)
+    dump["pg_status"]["0"] = {
+        "last_enqueued_collective": "6",
+        "last_started_collective": "-1",
+        "last_completed_collective": "5",
+    }
+    dump["entries"][0]["time_discovered_started_ns"] = 0  # JSON writes 0 where a pickle holds None
+    loaded = load_dump(json.dumps(dump).encode(), "rank_1.json")
+    assert loaded.pg_status["0"].last_enqueued == 6
+    assert loaded.pg_status["0"].last_completed == 5
+
+
 def test_rank_comes_from_membership_when_the_name_has_none() -> None:
     dump = _dump(0, 4, [], 0, 0)
     dump["pg_config"]["7"] = {"name": "7", "desc": "tp", "ranks": "[2, 3]"}

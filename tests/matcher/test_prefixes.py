@@ -162,6 +162,24 @@ CASES = [
         id="kubectl-timestamp",
     ),
     pytest.param(
+        b"2019-06-02T16:13:44.884Z: [1,12]<stdout>:ctr-57:815:864 [0] net_ib.cu:80 NCCL WARN NET/IB\n",
+        "net_ib.cu:80 NCCL WARN NET/IB",
+        {"rank": 12, "host": "ctr-57", "pid": 815, "time": utc(2019, 6, 2, 16, 13, 44, 0.884)},
+        id="mpirun-timestamp-output",
+    ),
+    pytest.param(
+        b"[  +0.000213] pcieport 0000:00:03.0: AER: Corrected error received\n",
+        "pcieport 0000:00:03.0: AER: Corrected error received",
+        {},
+        id="dmesg-relative",
+    ),
+    pytest.param(
+        b"[8d6bf97c3bf4:3039 :0:3095] Caught signal 7 (Bus error: nonexistent physical address)\n",
+        "Caught signal 7 (Bus error: nonexistent physical address)",
+        {"host": "8d6bf97c3bf4", "pid": 3039},
+        id="ucx-crash-report",
+    ),
+    pytest.param(
         b"[PG ID 0 PG GUID 0(default_pg) Rank 7] Watchdog caught\n",
         "[PG ID 0 PG GUID 0(default_pg) Rank 7] Watchdog caught",
         {"rank": 7},
@@ -278,3 +296,28 @@ def test_degenerate_lines_never_raise(raw: bytes) -> None:
     line = parse_line(raw, PLAIN, 1)
     assert isinstance(line.text, str)
     assert parse_segments(raw, PLAIN, 1)
+
+
+def test_source_year_fills_formats_without_one() -> None:
+    dated = Source("d.log", opener=lambda: io.BytesIO(b""), year=2023)  # type: ignore[arg-type, return-value]
+    line = parse_line(b"[rank0]:[E1230 23:59:59.5 x.cpp:1] msg\n", dated, 1)
+    assert line.time == pytest.approx(utc(2023, 12, 30, 23, 59, 59, 0.5))
+    assert parse_line(b"[rank0]:[E1230 23:59:59.5 x.cpp:1] msg\n", dated, 1, year=2021).time == pytest.approx(
+        utc(2021, 12, 30, 23, 59, 59, 0.5)
+    )
+
+
+def test_slurm_label_is_not_a_rank_when_the_source_says_labels_count_nodes() -> None:
+    nodes = Source("n.out", opener=lambda: io.BytesIO(b""), labels_are_ranks=False)  # type: ignore[arg-type, return-value]
+    line = parse_line(b"1: gpu-b:77:78 [3] NCCL WARN NET/IB : Got completion with error 12\n", nodes, 5)
+    assert (line.rank, line.host, line.text) == (
+        None,
+        "gpu-b",
+        "NCCL WARN NET/IB : Got completion with error 12",
+    )
+    assert parse_line(b"1: [rank9]: boom\n", nodes, 6).rank == 9
+
+
+def test_bracketed_timestamp_glued_to_the_next_tag() -> None:
+    line = parse_line(b"[2024-05-01 03:11:40,123][INFO] hello\n", PLAIN, 1)
+    assert (line.text, line.time) == ("[INFO] hello", pytest.approx(utc(2024, 5, 1, 3, 11, 40, 0.123)))

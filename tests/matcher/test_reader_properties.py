@@ -23,7 +23,7 @@ from matcher.read import ReadLimits, Source, iter_blocks, iter_sources
 # READER_EXAMPLES raises the example count for a longer local hunt; CI uses the default.
 FAST = settings(
     max_examples=int(os.environ.get("READER_EXAMPLES", "150")),
-    deadline=2000,
+    deadline=10_000,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
@@ -134,7 +134,7 @@ def mutated_archive(draw: st.DrawFn) -> bytes:
 
 
 @settings(
-    FAST, deadline=4000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    FAST, deadline=20_000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 @given(data=mutated_archive())
 def test_mutated_archives_end_with_input_error_at_worst(tmp_path_factory, data: bytes) -> None:
