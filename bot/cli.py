@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from matcher.model import InputError
@@ -42,11 +45,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class HeldWarnings(logging.Handler):
+    """Holds the library's warnings (skipped files, damaged archives) until the command ends: printed
+    after a result, dropped when the input is unusable, so that case stays one line on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def flush_to_stderr(self) -> None:
+        for message in self.messages:
+            print(f"ncclbot: warning: {message}", file=sys.stderr)
+        self.messages.clear()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    held = HeldWarnings()
+    logger = logging.getLogger("ncclbot")
+    logger.addHandler(held)
+    logger.propagate = False
     try:
         status: int = args.handler(args)
+        held.flush_to_stderr()
         return status
     except (InputError, UsageError) as error:
         print(f"ncclbot: {error}", file=sys.stderr)
@@ -56,6 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as error:  # the promise is one line and status 1, not a traceback
+        if os.environ.get("NCCLBOT_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"ncclbot: internal error: {type(error).__name__}: {error} (NCCLBOT_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        logger.removeHandler(held)
 
 
 if __name__ == "__main__":

@@ -75,8 +75,9 @@ class Report:
 
 
 def culprit_verdict(case: dict[str, Any], diagnosis: Diagnosis | None) -> str:
-    """agree: names the labelled rank/host; wrong: names another; missed: names none although the label
-    does; extra: names one where the label has none (not necessarily wrong); none: neither names one."""
+    """agree: names the labelled rank/host; wrong: names another; missed: names none (or names only what the
+    label does not give) although the label does; extra: names one where the label has none (not
+    necessarily wrong); none: neither names one."""
     want_rank, want_host = case.get("culprit_rank"), case.get("culprit_host")
     culprit = diagnosis.culprit if diagnosis else None
     labelled = want_rank is not None or want_host is not None
@@ -84,9 +85,15 @@ def culprit_verdict(case: dict[str, Any], diagnosis: Diagnosis | None) -> str:
         return "missed" if labelled else "none"
     if not labelled:
         return "extra"
-    rank_ok = want_rank is None or want_rank in culprit.ranks
-    host_ok = want_host is None or want_host in culprit.hosts or not culprit.hosts
-    return "agree" if rank_ok and host_ok else "wrong"
+    # Compare only what both sides name: a culprit given by host alone is judged on the host.
+    checks = []
+    if want_rank is not None and culprit.ranks:
+        checks.append(want_rank in culprit.ranks)
+    if want_host is not None and culprit.hosts:
+        checks.append(want_host in culprit.hosts)
+    if not checks:
+        return "missed"
+    return "agree" if all(checks) else "wrong"
 
 
 def find_log(directory: Path, case_id: str) -> Path:

@@ -87,7 +87,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             if cls.startswith("timeout/") or cls == UNKNOWN:
                 extra_evidence[cls] = fr.evidence[:1]
 
-    ranked = _rank(masses, support, cascades, extra_evidence)
+    pinned = [o for o in table.evidence if rm.rank(o) in table.culprits]
+    ranked = _rank(masses, support, cascades, extra_evidence, pinned)
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
     decision = decide(primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue)
@@ -114,8 +115,9 @@ def _rank(
     support: dict[str, list[Observation]],
     cascades: list[Observation],
     extra_evidence: dict[str, tuple[Evidence, ...]],
+    pinned: list[Observation],
 ) -> tuple[ClassScore, ...]:
-    known = {c: m for c, m in masses.items() if m > 0 and (c in CLASSES or "/" in c)}
+    known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
     if not known or set(known) == {UNKNOWN}:
         evidence = scoring.excerpts(cascades)
         return (ClassScore(UNKNOWN, UNKNOWN_ALONE_CONFIDENCE, title(UNKNOWN), evidence),)
@@ -123,7 +125,9 @@ def _rank(
     order = sorted(conf, key=lambda c: (-conf[c], c))[:MAX_CLASSES]
     scores = []
     for cls in order:
-        evidence = scoring.excerpts(support.get(cls, []) or cascades)
+        backing = support.get(cls, [])
+        first = [o for o in pinned if o in backing] if cls.startswith("timeout/") else []
+        evidence = scoring.excerpts(backing or cascades, pinned=first)
         evidence = (evidence + extra_evidence.get(cls, ()))[: scoring.EVIDENCE_PER_CLASS]
         scores.append(ClassScore(cls, round(conf[cls], 4), title(cls), evidence))
     return tuple(scores)

@@ -19,15 +19,17 @@ from matcher.model import Observation
 from matcher.rankmap import RankMap, as_int
 
 TableKind = Literal["mismatch", "behind", "absent", "all-stuck", "none"]
+TIMEOUT_SYMPTOM = "collective-timeout"
 _DEFAULT_PG_NAMES = {None, "", "0", "default_pg"}
 
 
 @dataclass(slots=True)
 class _Row:
     waiting_in: set[int] = field(default_factory=set)  # SeqNums this rank timed out in
+    reported_timeout: bool = False  # a watchdog line of its own (not merely a dump request from a peer)
     last_enqueued: int | None = None
     last_completed: int | None = None
-    ops: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)  # seq -> (OpType, NumelIn)
+    ops: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # seq -> (OpType, NumelIn)
     observations: list[Observation] = field(default_factory=list)
 
 
@@ -50,11 +52,16 @@ def _pg_of(obs: Observation) -> str:
     return "0" if pg is None or str(pg) in _DEFAULT_PG_NAMES else str(pg)
 
 
+def _is_watchdog_report(obs: Observation) -> bool:
+    f = obs.fields
+    return obs.symptom == TIMEOUT_SYMPTOM and any(k in f for k in ("seqnum", "optype", "timeout_ms"))
+
+
 def build_tables(observations: list[Observation], ranks: RankMap) -> dict[str, dict[int, _Row]]:
     tables: dict[str, dict[int, _Row]] = defaultdict(dict)
     for obs in observations:
         f = obs.fields
-        if not any(k in f for k in ("seqnum", "last_enqueued", "last_completed")):
+        if not (_is_watchdog_report(obs) or any(k in f for k in ("last_enqueued", "last_completed"))):
             continue
         pg = _pg_of(obs)
         rank = ranks.rank(obs)
@@ -64,17 +71,28 @@ def build_tables(observations: list[Observation], ranks: RankMap) -> dict[str, d
             continue
         row = tables[pg].setdefault(rank, _Row())
         row.observations.append(obs)
+        row.reported_timeout |= _is_watchdog_report(obs)
         seq = as_int(f.get("seqnum"))
         if seq is not None:
             row.waiting_in.add(seq)
             op = f.get("optype")
-            row.ops.setdefault(seq, (str(op) if op is not None else None, as_int(f.get("numel_in"))))
+            if op is not None:
+                known_op = row.ops.get(seq)
+                numel = as_int(f.get("numel_in"))
+                if known_op is None or (known_op[1] is None and numel is not None):
+                    row.ops[seq] = (str(op), numel)
         enq, done = as_int(f.get("last_enqueued")), as_int(f.get("last_completed"))
         if enq is not None:
             row.last_enqueued = enq if row.last_enqueued is None else max(row.last_enqueued, enq)
         if done is not None:
             row.last_completed = done if row.last_completed is None else max(row.last_completed, done)
     return tables
+
+
+def _implied_ranks(rows: dict[int, _Row], ranks: RankMap) -> set[int]:
+    """Ranks are dense from 0: a report from rank N proves ranks 0..N exist."""
+    highest = max([*rows, *ranks.known, (ranks.world_size or 0) - 1], default=-1)
+    return set(range(highest + 1)) | ranks.known
 
 
 def judge(observations: list[Observation], ranks: RankMap) -> TableVerdict:
@@ -93,11 +111,21 @@ def _timeout_ms(rows: dict[int, _Row]) -> int | None:
 
 
 def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict:
-    reporters = tuple(sorted(r for r, row in rows.items() if row.waiting_in))
+    reporters = tuple(sorted(r for r, row in rows.items() if row.reported_timeout))
     waited = Counter(seq for row in rows.values() for seq in row.waiting_in)
     timeout = _timeout_ms(rows)
+    evidence = tuple(o for r in sorted(rows) for o in rows[r].observations[:1])
     if not waited:
-        return TableVerdict("none", pg=pg, timeout_ms=timeout)
+        op, numel = _any_op(rows)
+        return TableVerdict(
+            "none",
+            pg=pg,
+            optype=op,
+            numel_in=numel,
+            timeout_ms=timeout,
+            reporters=reporters,
+            evidence=evidence,
+        )
     seq = max(waited.items(), key=lambda kv: (kv[1], -kv[0]))[0]  # the collective most ranks wait in
     op, numel = _majority_op(rows, seq)
     base = {
@@ -108,7 +136,6 @@ def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict
         "timeout_ms": timeout,
         "reporters": reporters,
     }
-    evidence = tuple(o for r in sorted(rows) for o in rows[r].observations[:1])
 
     mismatch = _mismatch(rows)
     if mismatch is not None:
@@ -142,8 +169,9 @@ def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict
             **base,  # type: ignore[arg-type]
         )
 
-    silent = sorted(ranks.known - set(rows))
-    if silent and len(reporters) >= 2 and len(silent) <= max(1, len(ranks.known) // 4):
+    implied = _implied_ranks(rows, ranks)
+    silent = sorted(implied - set(rows))
+    if silent and len(reporters) >= 2 and len(silent) <= max(1, len(implied) // 4):
         return TableVerdict(
             "absent",
             tuple(silent),
@@ -153,9 +181,7 @@ def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict
             **base,  # type: ignore[arg-type]
         )
 
-    everyone = ranks.all_ranks() or set(rows)
-    all_waiting = set(reporters) >= everyone and len(reporters) >= 2 and set(waited) == {seq}
-    if all_waiting:
+    if len(reporters) >= 2 and set(reporters) >= implied and set(waited) == {seq}:
         return TableVerdict(
             "all-stuck",
             detail=f"all {len(reporters)} ranks enqueued collective #{seq} ({op or 'unknown op'}) and none "
@@ -166,18 +192,34 @@ def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict
     return TableVerdict("none", evidence=evidence, **base)  # type: ignore[arg-type]
 
 
+def _any_op(rows: dict[int, _Row]) -> tuple[str | None, int | None]:
+    """OpType / NumelIn of watchdog lines that carry no SeqNum (torch 1.13-2.0 short forms)."""
+    ops = Counter(
+        (str(o.fields["optype"]), as_int(o.fields.get("numel_in")))
+        for row in rows.values()
+        for o in row.observations
+        if "optype" in o.fields
+    )
+    return ops.most_common(1)[0][0] if ops else (None, None)
+
+
 def _majority_op(rows: dict[int, _Row], seq: int) -> tuple[str | None, int | None]:
     ops = Counter(row.ops[seq] for row in rows.values() if seq in row.ops)
-    return ops.most_common(1)[0][0] if ops else (None, None)
+    if not ops:
+        return None, None
+    op, numel = ops.most_common(1)[0][0]
+    return op, numel
 
 
 def _mismatch(rows: dict[int, _Row]) -> tuple[int, tuple[int, ...], str] | None:
     seqs = sorted({seq for row in rows.values() for seq in row.ops})
     for seq in seqs:
-        prints = {r: row.ops[seq] for r, row in rows.items() if seq in row.ops}
-        # NumelIn only counts where both sides have it (1.13-2.0 lines carry no NumelIn).
-        if all(p[1] is None for p in prints.values()):
-            prints = {r: (p[0], None) for r, p in prints.items()}
+        prints: dict[int, tuple[str, int | None]] = {
+            r: row.ops[seq] for r, row in rows.items() if seq in row.ops
+        }
+        # NumelIn only counts where every side has it (1.13-2.0 lines carry none).
+        if any(numel is None for _, numel in prints.values()):
+            prints = {r: (op, None) for r, (op, _) in prints.items()}
         votes = Counter(prints.values()).most_common()
         if len(votes) < 2:
             continue
@@ -185,7 +227,7 @@ def _mismatch(rows: dict[int, _Row]) -> tuple[int, tuple[int, ...], str] | None:
         culprits = tuple(sorted(r for r, p in prints.items() if p != top)) if top_n > second_n else ()
         described = "; ".join(
             f"rank(s) {', '.join(str(r) for r in sorted(r for r, q in prints.items() if q == p))}: "
-            f"{p[0] or '?'} NumelIn={p[1] if p[1] is not None else '?'}"
+            f"{p[0]}" + (f" NumelIn={p[1]}" if p[1] is not None else "")
             for p, _ in votes
         )
         return seq, culprits, f"ranks disagree about collective #{seq}: {described}"

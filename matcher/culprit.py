@@ -23,9 +23,35 @@ XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
 # Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
 _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
+# Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
+# X, but Rank 0 is running Y"): the writer is not the odd one out, only a vote across ranks can tell.
+_REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
 # Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent.
 _COLLATERAL_EXIT_CODES = {-6, -15, 6, 15}
 SIMULTANEOUS_S = 1.0
+# How a culprit reason names what happened ("rank 5 (gpu-node-017) hit CUDA out of memory at ...").
+_FAILURE_PHRASES = {
+    "cuda/oom": "CUDA out of memory",
+    "cuda/illegal-access": "an illegal memory access / device-side assert",
+    "system/host-oom": "the host OOM killer",
+    "hardware/gpu-xid": "a GPU hardware fault",
+    "network/ib-rdma": "an InfiniBand / RoCE transport error",
+    "network/roce-gid": "a RoCE GID mismatch",
+    "network/efa-ofi": "an EFA / libfabric error",
+    "network/interface-selection": "a wrong network interface",
+    "shm/dev-shm": "a full /dev/shm",
+    "system/memlock": "a too-low locked-memory limit",
+    "system/fabric-manager": "a missing NVSwitch fabric manager",
+    "p2p/pcie-acs": "a PCIe peer-to-peer failure",
+    "rendezvous/store": "a rendezvous / TCPStore failure",
+    "config/version-mismatch": "a version mismatch",
+    "nccl/nvls-or-algorithm": "an NCCL algorithm failure",
+    "timeout/asymmetric-collectives": "a collective mismatch",
+}
+
+
+def _failure(class_id: str) -> str:
+    return _FAILURE_PHRASES.get(class_id, f"'{title(class_id)}'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +78,8 @@ def _who(ranks: Iterable[int], hosts: Iterable[str], rm: RankMap) -> str:
 def _hosts_for(ranks: Iterable[int], observations: Iterable[Observation], rm: RankMap) -> tuple[str, ...]:
     hosts = [rm.host_of[r] for r in ranks if r in rm.host_of]
     hosts += [h for h in (rm.host(o) for o in observations) if h]
+    if not hosts and len(rm.hosts) == 1:
+        hosts = list(rm.hosts)  # a single-node job: whichever rank it is, it ran there
     return tuple(dict.fromkeys(hosts))
 
 
@@ -81,11 +109,18 @@ def decide(
         return CulpritDecision(
             None, f"{title(primary)}: a job-wide configuration problem, not one rank's fault"
         )
+    if root_obs and primary in _REPORTER_IS_NOT_CULPRIT:
+        voted = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
+        return voted or CulpritDecision(
+            None, "the mismatch report names the two ranks that disagree, not which of them is the odd one"
+        )
     if root_obs:
         decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
         if decision.culprit is not None:
             return decision
         fallback = _from_fr_or_table(fr, table, rm) or _from_torchrun(observations, rm)
+        if fallback is None and primary == RANK0:
+            return decide(primary, [], cascades, observations, table, fr, rm, root_obs[0])
         return fallback or decision
     if primary == PEER_EXIT:
         peer = _from_peer(cascades, rm)
@@ -94,7 +129,7 @@ def decide(
     evidence_based = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
     if evidence_based:
         return evidence_based
-    if primary == RANK0:
+    if primary == RANK0 and _rank0_implicated(rank0_clue, root_obs, table, rm):
         host = rm.host_of.get(0)
         what = f" ({rank0_clue.line.text.strip()[:80]})" if rank0_clue is not None else ""
         reason = f"rank 0 was busy with solo work{what} while its peers waited"
@@ -105,7 +140,9 @@ def decide(
         return CulpritDecision(None, table.detail)
     if fr is not None and fr.kind == "all-stuck":
         return CulpritDecision(None, fr.reason)
-    torchrun = _from_torchrun(observations, rm)
+    # Without a root line, a rank that exited with a plain error may only have seen the aborted
+    # communicator; only a death by signal (SIGKILL, SIGSEGV, SIGBUS...) marks it as the first to go.
+    torchrun = _from_torchrun(observations, rm, signals_only=True)
     if torchrun:
         return torchrun
     if table.seqnum is not None:
@@ -117,6 +154,17 @@ def decide(
     return CulpritDecision(None, "no line names a failing rank or host")
 
 
+def _rank0_implicated(
+    clue: Observation | None, root_obs: list[Observation], table: TableVerdict, rm: RankMap
+) -> bool:
+    """Rank 0 is named only when a line ties the solo work to it or the others visibly waited for it."""
+    if clue is not None and rm.rank(clue) in (0, None):
+        return True
+    if any(rm.rank(o) in (0, None) for o in root_obs):
+        return True
+    return table.culprits == (0,) or (bool(table.reporters) and 0 not in table.reporters)
+
+
 def _from_root_lines(
     primary: str,
     root_obs: list[Observation],
@@ -125,7 +173,7 @@ def _from_root_lines(
     fr: FRFinding | None,
     rm: RankMap,
 ) -> CulpritDecision:
-    label = title(primary)
+    label = _failure(primary)
     if primary == XID_CLASS:
         hosts = tuple(dict.fromkeys(h for h in (rm.host(o) for o in root_obs) if h))
         if hosts:
@@ -152,34 +200,37 @@ def _from_root_lines(
     if first_by_rank:
         ordered = sorted(first_by_rank, key=lambda r: (first_by_rank[r], r))
         earliest = first_by_rank[ordered[0]]
-        if len(ordered) > 1 and len(everyone) > 1 and set(ordered) >= everyone:
-            runner_up = first_by_rank[ordered[1]]
-            if math.isinf(earliest) or runner_up - earliest < SIMULTANEOUS_S:
+        everyone_hit = len(ordered) > 1 and len(everyone) > 1 and set(ordered) >= everyone
+        many_hit = everyone_hit or (len(ordered) > 2 and 4 * len(ordered) > len(everyone))
+        if many_hit:
+            # Only a clear lead in time singles one rank out of many that hit the same error.
+            if math.isinf(earliest):
                 return CulpritDecision(
-                    None, f"every rank hit {label.lower()} at about the same time: no single rank started it"
+                    None, f"{len(ordered)} ranks hit {label} and no timestamp tells which was first"
+                )
+            if first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S:
+                return CulpritDecision(
+                    None,
+                    f"{len(ordered)} ranks hit {label} at about the same time: none stands out",
                 )
             chosen = ordered[:1]
-        elif len(ordered) <= 2 or 4 * len(ordered) <= max(len(everyone), 1):
-            chosen = ordered
         else:
-            chosen = ordered[:1]
+            chosen = ordered
         hosts = _hosts_for(chosen, [o for o in root_obs if rm.rank(o) in chosen], rm)
         t = min(first_by_rank[r] for r in chosen)
         t_opt = None if math.isinf(t) else t
         when = _clock(t_opt) + _relative_to_cascade(t_opt, cascades)
-        reason = f"{_who(chosen, (), rm)} hit {label.lower()}{when}"
+        reason = f"{_who(chosen, (), rm)} hit {label}{when}"
         return CulpritDecision(Culprit(tuple(chosen), hosts, reason), None)
 
     hosts = tuple(dict.fromkeys(h for h in (rm.host(o) for o in root_obs) if h))
     if len(hosts) == 1:
         t = _first_time(root_obs)
-        reason = f"host {hosts[0]} logged {label.lower()}{_clock(t)}{_relative_to_cascade(t, cascades)}"
+        reason = f"host {hosts[0]} logged {label}{_clock(t)}{_relative_to_cascade(t, cascades)}"
         return CulpritDecision(Culprit((), hosts, reason), None)
     if len(hosts) > 1:
-        return CulpritDecision(
-            None, f"{label.lower()} was logged on {len(hosts)} hosts; no single host stands out"
-        )
-    return CulpritDecision(None, f"the {label.lower()} lines carry no rank or host")
+        return CulpritDecision(None, f"{label} was logged on {len(hosts)} hosts; no single host stands out")
+    return CulpritDecision(None, f"the lines reporting {label} carry no rank or host")
 
 
 def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) -> CulpritDecision | None:
@@ -217,12 +268,16 @@ def _from_peer(cascades: list[Observation], rm: RankMap) -> CulpritDecision | No
     )
 
 
-def _from_torchrun(observations: list[Observation], rm: RankMap) -> CulpritDecision | None:
+def _from_torchrun(
+    observations: list[Observation], rm: RankMap, signals_only: bool = False
+) -> CulpritDecision | None:
     """torchrun's Root Cause entry, when that rank died of something other than collateral signals."""
     failed: dict[int, Observation] = {}
     for obs in observations:
         rank, code = as_int(obs.fields.get("rank")), as_int(obs.fields.get("exit_code"))
         if rank is None or code is None or code in _COLLATERAL_EXIT_CODES or code == 0:
+            continue
+        if signals_only and code > 0:
             continue
         if "root" in obs.signature or rank not in failed:
             failed[rank] = obs

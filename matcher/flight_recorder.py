@@ -107,24 +107,25 @@ def _finding(
 
 def _blame(ranks_dumped: tuple[int, ...], blaming: list[_GroupVerdict]) -> FRFinding:
     culprits = tuple(sorted({r for v in blaming for r in v.culprits}))
-    first = min(blaming, key=lambda v: v.started_ns)
-    others = len(blaming) - 1
-    reason = first.detail + (
-        f" (and {others} more process group(s) point at the same ranks)" if others else ""
-    )
-    finding = _finding(ranks_dumped, culprits, first, reason)
+    ordered = sorted(blaming, key=lambda v: v.started_ns)
+    first = ordered[0]
+    reason = first.detail
+    if len(blaming) > 1:
+        reason = (
+            f"rank(s) {_ranks(culprits)} never arrived, fell behind or disagreed in {len(blaming)} process "
+            f"groups; the earliest: {first.detail}"
+        )
     evidence = tuple(
-        Evidence(source=v.source, line=0, text=v.detail, signature=FR_SIGNATURE)
-        for v in sorted(blaming, key=lambda v: v.started_ns)[:5]
+        Evidence(source=v.source, line=0, text=v.detail, signature=FR_SIGNATURE) for v in ordered[:5]
     )
     return FRFinding(
-        ranks_dumped=finding.ranks_dumped,
+        ranks_dumped=ranks_dumped,
         culprit_ranks=culprits,
         reason=reason,
-        kind=finding.kind,
-        pg=finding.pg,
-        seqnum=finding.seqnum,
-        optype=finding.optype,
+        kind=first.kind,  # type: ignore[arg-type]
+        pg=first.pg,
+        seqnum=first.seqnum,
+        optype=first.optype,
         evidence=evidence,
     )
 

@@ -142,7 +142,12 @@ class Stats:
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"bytes": self.bytes, "lines": self.lines, "ranks": self.ranks, "seconds": round(self.seconds, 3)}
+        return {
+            "bytes": self.bytes,
+            "lines": self.lines,
+            "ranks": self.ranks,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 @dataclass(frozen=True, slots=True)

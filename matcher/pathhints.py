@@ -4,7 +4,7 @@ Recognised (case-insensitive; archive members use their member path):
 
 | layout | example | hint |
 |---|---|---|
-| rank in the file name | `rank3.log`, `rank_12.err`, `log_rank-7.txt`, `worker-3.log` | rank |
+| rank ending the file stem | `rank3.log`, `rank_12.err`, `log_rank-7.txt`, `worker-3.log` | rank |
 | Slurm per-task output (`%j.%t`, `slurm-%j_%t`) | `4242.3.out`, `slurm-123_4.out` | rank (task id) |
 | torchrun `--log-dir` | `.../attempt_0/3/stderr.log` (`stdout.log`, `error.json`) | rank (see below) |
 | Flight Recorder dump names | `nccl_trace_rank_5`, `_dump_5`, `comm_lib_trace_rank_5` | rank |
@@ -21,7 +21,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[_-]?(\d{1,6})(?!\d)", re.IGNORECASE)
+# The rank token must end the file stem (`train_rank3.log`) or open a stream-named leaf
+# (`rank3_stderr.log`): a descriptive name such as `run-rank2-oom-notes.log` says nothing reliable.
+_RANK_IN_NAME = re.compile(
+    r"(?:^|[^a-z])(?:rank|worker)[_-]?(\d{1,6})(?:\.[^/]*)?$"
+    r"|^(?:rank|worker)[_-]?(\d{1,6})[_.-](?:stdout|stderr|out|err|log)\b",
+    re.IGNORECASE,
+)
 _SLURM_TASK = re.compile(r"^(?:slurm-\d+[_-]|\d+\.)(\d{1,6})\.(?:out|err)$", re.IGNORECASE)
 _DUMP_NAME = re.compile(r"(?:dump|trace)[_-]?(?:rank[_-]?)?(\d{1,6})$", re.IGNORECASE)
 _TORCHRUN_LEAF = re.compile(r"^(?:stdout\.log|stderr\.log|error\.json)$", re.IGNORECASE)
@@ -68,7 +74,7 @@ def _rank_from_name(leaf: str) -> int | None:
     for pattern in (_SLURM_TASK, _DUMP_NAME, _RANK_IN_NAME):
         match = pattern.search(leaf)
         if match:
-            return int(match.group(1))
+            return int(next(group for group in match.groups() if group is not None))
     return None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -15,13 +16,15 @@ from typing import BinaryIO
 
 from matcher.analyze import analyze
 from matcher.catalog import Catalog, load_catalog
-from matcher.flight_recorder import FRDump, analyze_dumps, load_dump
+from matcher.flight_recorder import DumpFormatError, FRDump, analyze_dumps, load_dump
 from matcher.model import Diagnosis, InputError, ScanResult
 from matcher.read import ReadLimits, Source, iter_sources
 from matcher.scan import scan
 
 # A Flight Recorder dump holds a bounded ring buffer (default 2,000 entries): far below this.
 MAX_FLIGHT_RECORDER_BYTES = 256 * 1024**2
+
+log = logging.getLogger("ncclbot.pipeline")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,9 @@ def diagnose(
     def text_sources() -> Iterator[Source]:
         for source in iter_sources(paths, limits, stdin=stdin):
             if source.kind == "flight-recorder":
-                dumps.append(_load_flight_recorder(source))
+                dump = _load_flight_recorder(source)
+                if dump is not None:
+                    dumps.append(dump)
             else:
                 yield source
 
@@ -58,12 +63,18 @@ def diagnose(
     return PipelineResult(diagnosis=diagnosis, input_digest=input_digest(scanned))
 
 
-def _load_flight_recorder(source: Source) -> FRDump:
+def _load_flight_recorder(source: Source) -> FRDump | None:
+    """A crashed rank often leaves an empty or cut dump: that one is skipped with a warning, the others
+    still count. A dump that tries to run code (UnsafeDumpError) fails the whole diagnosis."""
     with source.opener() as stream:
         data = stream.read(MAX_FLIGHT_RECORDER_BYTES + 1)
     if len(data) > MAX_FLIGHT_RECORDER_BYTES:
         raise InputError(f"{source.name}: Flight Recorder dump larger than {MAX_FLIGHT_RECORDER_BYTES} bytes")
-    return load_dump(data, source.name)
+    try:
+        return load_dump(data, source.name, rank=source.rank)
+    except DumpFormatError as error:
+        log.warning("%s", error)
+        return None
 
 
 def input_digest(scanned: ScanResult) -> str:
@@ -72,7 +83,9 @@ def input_digest(scanned: ScanResult) -> str:
     the same digest; a different incident cannot share all of these."""
     canonical = {
         "sources": [[s.name, s.bytes, s.lines] for s in scanned.sources],
-        "observations": [[o.signature, o.line.source, o.line.lineno, o.line.text] for o in scanned.observations],
+        "observations": [
+            [o.signature, o.line.source, o.line.lineno, o.line.text] for o in scanned.observations
+        ],
     }
     blob = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()

@@ -29,6 +29,7 @@ Slurm label, Ray actor tag, torchrun tee, `[rankN]:`, then the logger's own head
 | Python logging | `ERROR:torch.distributed.elastic.multiprocessing.api:` | - |
 | NCCL 2.26+ WARN time | `[2024-05-01 03:11:40] ` | time |
 | NCCL | `gpu-node-017:4120:4388 [3] ` (the `NCCL INFO/WARN` words stay in the text) | host, pid |
+| UCX crash report | `[gpu-node-3:3039 :0:3095] ` | host, pid |
 | syslog / journal | `Nov 29 03:11:40 gpu-node-017 kernel: `, ISO form too | time, host |
 | dmesg | `[12345.678901] ` (no wall time), `[Sat Nov 29 03:11:40 2024] ` | time (-T) |
 
@@ -36,11 +37,13 @@ ChildFailedError `time      : 2024-05-01_03:11:40` lines keep their text and giv
 
 Ranks: `Line.rank` is the global rank, from `[rankN]:`, else the MPI tag, else a default-process-group
 tag in the message (`[PG 0 Rank N]`, `[PG ID 0 PG GUID 0(default_pg) Rank N]`: PG 0 spans all ranks in
-order, so its rank is global), else the Slurm label — unless a torchrun tee tag is also present (torchrun
-under srun: the task id is then a node index, not a rank) — else `Source.rank` from the path. Other
+order, so its rank is global), else the Slurm label — unless a torchrun tee tag is on the line or
+`Source.labels_are_ranks` is False (the file shows srun starting torchrun per node: task ids then number
+nodes, not ranks) — else `Source.rank` from the path. Other
 `[PG ...]` and bare `[Rank N]` tags are PG-local ranks: they stay in the text for the signatures.
-Times: wall times read as UTC (see `matcher.timestamps`); formats without a year use `year` or the current
-one. Host: NCCL header, else syslog host, else Ray ip, else `Source.host`.
+Times: wall times read as UTC (see `matcher.timestamps`); formats without a year use `year`, else
+`Source.year` (the first dated timestamp near the start of the file), else the current year.
+Host: NCCL header, else syslog host, else Ray ip, else `Source.host`.
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
         re.compile(rf"^{_ISO_T}{_ZONE} ([\w.-]{{1,200}}) [\w./@-]{{1,100}}(?:\[\d{{1,10}}\])?: "),
         _on_syslog_iso,
     ),
-    (re.compile(rf"^{_ISO}{_ZONE}\s+(?:-\s+)?"), _on_iso),
+    (re.compile(rf"^{_ISO}{_ZONE}:?\s+(?:-\s+)?"), _on_iso),
     (re.compile(r"^ {0,8}(\d{1,6}): "), _on_slurm),
     (re.compile(r"^\[\d{1,6},(\d{1,6})\]<(?:stdout|stderr|stddiag)>: ?"), _on_mpi),
     (re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=(\d{1,10})(?:, ip=([0-9A-Fa-f.:]{3,45}))?\) "), _on_ray),
@@ -183,11 +186,13 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
         _on_glog,
     ),
     (
-        re.compile(rf"^\[{_ISO}\] (?:[\w.]{{1,200}}: \[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] )?"),
+        re.compile(rf"^\[{_ISO}\] ?(?:[\w.]{{1,200}}: \[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] )?"),
         _on_bracket_iso,
     ),
     (re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.<>-]{1,200}:"), _ignore),
     (re.compile(r"^([A-Za-z0-9][\w.%-]{0,62}):(\d{1,10}):\d{1,10} \[\d{1,3}\] "), _on_nccl),
+    # UCX / HPC-X crash reports: `[host:pid :thread:tid] Caught signal 7 (Bus error ...)`.
+    (re.compile(r"^\[([A-Za-z0-9][\w.-]{0,62}):(\d{1,10}) ?:\d{1,10}:\d{1,10}\] "), _on_nccl),
     (
         re.compile(
             rf"^{_MONTH} {{1,2}}(\d{{1,2}}) (\d\d):(\d\d):(\d\d)(?:\.(\d{{1,9}}))? "
@@ -195,7 +200,7 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
         ),
         _on_syslog,
     ),
-    (re.compile(r"^\[ {0,12}\d{1,12}\.\d{1,9}\] "), _ignore),
+    (re.compile(r"^\[ {0,12}\+?\d{1,12}\.\d{1,9}\] "), _ignore),
     (
         re.compile(
             rf"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) {_MONTH} {{1,2}}(\d{{1,2}}) "
@@ -210,7 +215,7 @@ def parse_line(raw: bytes, source: Source, lineno: int, *, year: int | None = No
     """The message of one physical line (its last meaningful fragment), attributed. Never raises."""
     try:
         fragments = _fragments(_decode(raw))
-        return _attribute(fragments[-1] if fragments else "", source, lineno, year)
+        return _attribute(fragments[-1] if fragments else "", source, lineno, _year(year, source))
     except Exception:  # hostile bytes must cost a line's attribution, never the diagnosis
         text = raw.decode("utf-8", errors="replace")
         return Line(source.name, lineno, text=text, raw=text[:RAW_CAP], rank=source.rank, host=source.host)
@@ -220,9 +225,13 @@ def parse_segments(raw: bytes, source: Source, lineno: int, *, year: int | None 
     """Every meaningful fragment of a physical line (see the module note), in order. Never raises."""
     try:
         fragments = _fragments(_decode(raw)) or [""]
-        return tuple(_attribute(fragment, source, lineno, year) for fragment in fragments)
+        return tuple(_attribute(fragment, source, lineno, _year(year, source)) for fragment in fragments)
     except Exception:
         return (parse_line(raw, source, lineno, year=year),)
+
+
+def _year(year: int | None, source: Source) -> int | None:
+    return year if year is not None else source.year
 
 
 def _decode(raw: bytes) -> str:
@@ -235,7 +244,8 @@ def _decode(raw: bytes) -> str:
 
 
 def _fragments(text: str) -> list[str]:
-    pieces = text.split("\r") if "\r" in text else [text]
+    # A caller handing over several lines gets them treated like `\r` rewrites: one fragment each.
+    pieces = re.split(r"[\r\n]", text) if "\r" in text or "\n" in text else [text]
     fragments: list[str] = []
     for piece in pieces:
         for fragment in _SPLICE.split(piece) if len(piece) > 8 else (piece,):
@@ -292,7 +302,7 @@ def _global_rank(found: _Found, text: str, source: Source) -> int | None:
         default_pg = _DEFAULT_PG_RANK.search(text)
         if default_pg:
             return int(default_pg.group(1))
-    if found.task is not None and found.local_rank is None:
+    if found.task is not None and found.local_rank is None and source.labels_are_ranks:
         return found.task
     return source.rank
 

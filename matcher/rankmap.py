@@ -2,7 +2,8 @@
 
 Sources, strongest first: NCCL init context lines (fields rank, host, device, world_size, on a line whose
 `host:pid` prefix ties later NCCL lines of the same process to that rank), rank/host attributes the reader
-peeled off line prefixes or file paths, and per-file summaries.
+peeled off line prefixes or file paths, torchrun failure entries (rank, host, exit code) and per-file
+summaries.
 """
 
 from __future__ import annotations
@@ -86,10 +87,13 @@ def build_rank_map(observations: Iterable[Observation], sources: Iterable[Source
         world = as_int(obs.fields.get("world_size"))
         if world is not None and world > 0:
             rm.world_size = max(rm.world_size or 0, world)
-        if obs.role != "context":
-            continue
         rank = as_int(obs.fields.get("rank"))
         if rank is None:
+            continue
+        if obs.role != "context":
+            # torchrun's failure entries name a rank and the agent's host: a mapping, not membership.
+            if "host" in obs.fields and "exit_code" in obs.fields:
+                rm.host_of.setdefault(rank, str(obs.fields["host"]))
             continue
         rm.known.add(rank)
         host = obs.fields.get("host") or line_host

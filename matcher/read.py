@@ -6,7 +6,9 @@
   in natural sorted order (`rank2` before `rank10`), archives expanded, '-' for stdin. Formats are detected
   by magic bytes (see `matcher.sniff`), never by extension. Rank/host hints come from the path
   (`matcher.pathhints`). Flight Recorder dumps are detected by content and yielded with
-  kind="flight-recorder" (not unpickled here).
+  kind="flight-recorder" (not unpickled here). Text sources also carry `year` (first dated timestamp
+  in the file's head, for year-less formats) and `labels_are_ranks` (see `matcher.prefixes`). UTF-16
+  text with a byte order mark is transcoded to UTF-8. Names are made printable (one line).
 - `iter_blocks(source, limits) -> Iterator[Block]`: the byte stream in blocks of whole lines.
 
 Archives: zip members in sorted order, tar members in archive order (a tar is read once, as a stream;
@@ -20,7 +22,8 @@ Tar members stream: a member's `opener` gives the live stream while `iter_source
 normal `for source in iter_sources(...): for block in iter_blocks(source)` loop). Opened later, it
 re-reads the archive from the start up to that member (files only; stdin cannot be re-read).
 
-Refusals (`InputError`, one line): missing path, unreadable file, folder without files, zip on stdin,
+Refusals (`InputError`, one line): missing path, unreadable file named on the command line (inside a
+folder it is skipped with a warning), folder without files, zip on stdin,
 more decompressed bytes than `max_input_bytes` (counted across the whole input), a stream expanding more
 than `max_ratio`:1 past 64 MiB, more than `max_archive_members` members, corrupt compressed data, and at
 the end: nothing usable (every file empty, binary or skipped). Binary files are skipped with a warning as
@@ -32,7 +35,9 @@ are physical `\\n` lines, as an editor shows them. `\\r` is left in place (CRLF 
 rewrites): a physical line holding several `\\r` segments stays one line, and `matcher.prefixes` picks
 the segment that carries the message. NUL bytes and ANSI escape sequences are removed here (they would
 break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
-is cut to that length and the rest dropped. Memory is bounded by about `block_bytes + max_line_bytes`.
+is cut to that length: its start is kept, except for a line of `\\r` rewrites, which keeps its start and
+its last segments (the message after a long run of progress bars). Memory stays bounded by about
+`block_bytes + 2 * max_line_bytes`, whatever the input.
 """
 
 from __future__ import annotations
@@ -50,23 +55,26 @@ from typing import BinaryIO, Literal
 
 from matcher.model import InputError
 from matcher.pathhints import hints_from_path
-from matcher.sniff import ARCHIVES, COMPRESSIONS, SNIFF_BYTES, Kind, sniff
+from matcher.sniff import ARCHIVES, COMPRESSIONS, SNIFF_BYTES, Kind, slurm_labels_are_ranks, sniff
 from matcher.streams import (
     ByteBudget,
     CountingReader,
     GuardedReader,
     PrefixedReader,
+    Utf16ToUtf8Reader,
     as_binary,
     decompressor,
     one_line,
     read_head,
 )
+from matcher.timestamps import year_hint
 
 SourceKind = Literal["text", "flight-recorder"]
 
 ENV_MAX_INPUT_BYTES = "NCCLBOT_MAX_INPUT_BYTES"
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024**3
 STDIN_NAME = "<stdin>"
+TAR_BUFFER = 1024 * 1024  # tarfile's 10 KiB default makes one Python call per 10 KiB of a big bundle
 
 log = logging.getLogger("ncclbot.read")
 
@@ -101,6 +109,10 @@ class Source:
     rank: int | None = None
     host: str | None = None
     kind: SourceKind = "text"
+    # The first calendar year written near the start of the file, for timestamps that omit it.
+    year: int | None = None
+    # False when the file shows srun starting torchrun per node: Slurm `N: ` labels then count nodes.
+    labels_are_ranks: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,18 +153,19 @@ class _Expander:
     # ---- entry points -------------------------------------------------------------------------
 
     def path(self, path: str) -> Iterator[Source]:
+        name = display_name(path)
         try:
             info = os.stat(path)
         except FileNotFoundError:
-            raise InputError(f"{path}: no such file or directory") from None
+            raise InputError(f"{name}: no such file or directory") from None
         except OSError as error:
-            raise InputError(f"{path}: cannot read ({one_line(error)})") from None
+            raise InputError(f"{name}: cannot read ({one_line(error)})") from None
         if stat.S_ISDIR(info.st_mode):
             yield from self.folder(path)
         elif stat.S_ISREG(info.st_mode):
-            yield from self.file(path, path)
+            yield from self.file(name, path)
         else:  # a fifo or device (`<(zcat ...)`, /dev/stdin): read once as a stream
-            yield from self.stream(path, self._open(path, path))
+            yield from self.stream(name, self._open(path, name))
 
     def folder(self, root: str) -> Iterator[Source]:
         files: list[tuple[str, str]] = []
@@ -161,17 +174,24 @@ class _Expander:
             for name in sorted(names, key=natural_key):
                 fs_path = os.path.join(directory, name)
                 if os.path.isfile(fs_path):
-                    files.append((os.path.normpath(fs_path), fs_path))
+                    files.append((display_name(os.path.normpath(fs_path)), fs_path))
         if not files:
-            raise InputError(f"{root}: folder has no files")
+            raise InputError(f"{display_name(root)}: folder has no files")
         for display, fs_path in files:
-            yield from self.file(display, fs_path)
+            yield from self.file(display, fs_path, in_folder=True)
 
-    def file(self, name: str, fs_path: str) -> Iterator[Source]:
+    def file(self, name: str, fs_path: str, in_folder: bool = False) -> Iterator[Source]:
         def open_raw() -> BinaryIO:
             return self._open(fs_path, name)
 
-        kind = sniff(self._sniff_head(open_raw, name))
+        try:
+            head = self._sniff_head(open_raw, name)
+        except InputError as error:
+            if not in_folder:  # a file named on the command line must be readable
+                raise
+            self._skip(name, str(error))  # one unreadable file does not sink a folder of logs
+            return
+        kind = sniff(head)
         if kind in COMPRESSIONS:
             yield from self._compressed_file(name, kind, open_raw)
         elif kind == "zip":
@@ -179,7 +199,7 @@ class _Expander:
         elif kind == "tar":
             yield from self._tar(name, lambda: self._guard(open_raw(), name, charge=True), reopenable=True)
         else:
-            yield from self._leaf(name, kind, lambda: self._guard(open_raw(), name, charge=True))
+            yield from self._leaf(name, head, lambda: self._guard(open_raw(), name, charge=True))
 
     def stream(self, name: str, raw: BinaryIO) -> Iterator[Source]:
         guarded = self._guard(raw, name, charge=False)
@@ -202,9 +222,9 @@ class _Expander:
             elif inner_kind == "zip":
                 raise InputError(f"{name}: a compressed zip archive cannot be read as a stream")
             else:
-                yield from self._leaf(name, inner_kind, _once(name, lambda: self._charged(body, name)))
+                yield from self._leaf(name, inner_head, _once(name, lambda: self._charged(body, name)))
             return
-        yield from self._leaf(name, kind, _once(name, lambda: self._charged(rest, name)))
+        yield from self._leaf(name, head, _once(name, lambda: self._charged(rest, name)))
 
     def finish(self) -> None:
         if self.usable:
@@ -222,19 +242,20 @@ class _Expander:
             counted = CountingReader(open_raw())
             return self._guard(decompressor(kind, as_binary(counted)), name, charge=charge, counted=counted)
 
-        inner = sniff(self._sniff_head(lambda: open_decompressed(False), name))
+        inner_head = self._sniff_head(lambda: open_decompressed(False), name)
+        inner = sniff(inner_head)
         if inner == "tar":
             yield from self._tar(name, lambda: open_decompressed(True), reopenable=True)
         elif inner == "zip" or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, {inner} inside {kind} (only one level of nesting is read)")
         else:
-            yield from self._leaf(name, inner, lambda: open_decompressed(True))
+            yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
 
     def _tar(self, name: str, open_stream: Opener, reopenable: bool) -> Iterator[Source]:
         """Stream a tar (already decompressed and budget-charged by `open_stream`)."""
         stream = open_stream()
         try:
-            archive = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - closed in finally
+            archive = tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER)  # noqa: SIM115 - closed below
         except InputError:
             stream.close()
             raise
@@ -278,9 +299,13 @@ class _Expander:
         open_stream: Opener,
         reopenable: bool,
     ) -> Iterator[Source]:
-        name = f"{archive_name}!{member.name}"
+        name = f"{archive_name}!{display_name(member.name)}"
         index = cursor.index
-        extracted = archive.extractfile(member)
+        try:
+            extracted = archive.extractfile(member)
+        except Exception as error:  # e.g. a sparse or otherwise unsupported member in stream mode
+            self._skip(name, f"{name}: skipped, unreadable archive member ({one_line(error)})")
+            return
         if extracted is None:
             return
         raw = self._guard(as_binary(extracted), name, charge=False)
@@ -288,14 +313,14 @@ class _Expander:
         kind = sniff(head)
         live_state = {"fresh": True}
 
-        def unwrap_member(member_raw: BinaryIO) -> tuple[Kind, BinaryIO]:
-            """One level of compression inside the archive; returns the content kind and stream."""
+        def unwrap_member(member_raw: BinaryIO, member_head: bytes) -> tuple[bytes, BinaryIO]:
+            """One level of compression inside the archive; returns the content's head and stream."""
             if kind not in COMPRESSIONS:
-                return kind, member_raw
+                return member_head, member_raw
             counted = CountingReader(member_raw)
             inner = self._guard(decompressor(kind, as_binary(counted)), name, charge=True, counted=counted)
             inner_head = read_head(inner, SNIFF_BYTES)
-            return sniff(inner_head), as_binary(PrefixedReader(inner_head, inner))
+            return inner_head, as_binary(PrefixedReader(inner_head, inner))
 
         def reopen() -> BinaryIO:
             if cursor.index == index and live_state["fresh"]:
@@ -303,20 +328,21 @@ class _Expander:
                 return live_stream
             if not reopenable:
                 raise InputError(f"{name}: members of a streamed archive must be read in order, once")
-            return unwrap_member(self._seek_member(open_stream, index, name))[1]
+            return unwrap_member(self._seek_member(open_stream, index, name), b"")[1]
 
-        content_kind, live_stream = unwrap_member(as_binary(PrefixedReader(head, raw)))
+        content_head, live_stream = unwrap_member(as_binary(PrefixedReader(head, raw)), head)
+        content_kind = sniff(content_head)
         if kind in COMPRESSIONS and (content_kind in ARCHIVES or content_kind in COMPRESSIONS):
             self._skip(name, f"{name}: skipped, nested {content_kind} inside an archive (one level is read)")
             return
         if kind in ARCHIVES:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
-        yield from self._leaf(name, content_kind, reopen)
+        yield from self._leaf(name, content_head, reopen)
 
     def _seek_member(self, open_stream: Opener, index: int, name: str) -> BinaryIO:
         stream = open_stream()
-        archive = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - lives as long as the member
+        archive = tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER)  # noqa: SIM115 - member keeps it
         position = -1
         for member in archive:
             position += 1
@@ -347,7 +373,7 @@ class _Expander:
     def _zip_member(
         self, archive_name: str, fs_path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo
     ) -> Iterator[Source]:
-        name = f"{archive_name}!{info.filename}"
+        name = f"{archive_name}!{display_name(info.filename)}"
 
         def open_member(charge: bool) -> BinaryIO:
             # Reuse the open archive while iterating; a later call opens the zip again.
@@ -361,39 +387,59 @@ class _Expander:
             )
 
         try:
-            kind = sniff(self._sniff_head(lambda: open_member(False), name))
+            head = self._sniff_head(lambda: open_member(False), name)
         except InputError as error:
             self._skip(name, str(error))
             return
+        kind = sniff(head)
         if kind in ARCHIVES:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
         if kind not in COMPRESSIONS:
-            yield from self._leaf(name, kind, lambda: open_member(True))
+            yield from self._leaf(name, head, lambda: open_member(True))
             return
 
         def open_decompressed(charge: bool) -> BinaryIO:
             counted = CountingReader(open_member(False))
             return self._guard(decompressor(kind, as_binary(counted)), name, charge=charge, counted=counted)
 
-        inner = sniff(self._sniff_head(lambda: open_decompressed(False), name))
+        inner_head = self._sniff_head(lambda: open_decompressed(False), name)
+        inner = sniff(inner_head)
         if inner in ARCHIVES or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, nested {inner} inside an archive (one level is read)")
             return
-        yield from self._leaf(name, inner, lambda: open_decompressed(True))
+        yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
 
     # ---- leaves and helpers -------------------------------------------------------------------
 
-    def _leaf(self, name: str, kind: Kind, opener: Opener) -> Iterator[Source]:
+    def _leaf(self, name: str, head: bytes, opener: Opener) -> Iterator[Source]:
+        """A readable stream: a Source if it is text or a Flight Recorder dump, else tallied."""
+        kind = sniff(head)
+        if kind == "utf16":
+            opener = _transcoded(opener)
+            head = head.decode("utf-16", errors="replace").encode("utf-8", errors="replace")
+            kind = "text"
         if kind == "empty":
             self.empty.append(name)
+            return
+        if kind in ARCHIVES or kind in COMPRESSIONS:
+            self._skip(name, f"{name}: skipped, nested {kind} (one level of nesting is read)")
             return
         if kind != "text" and kind != "flight-recorder":
             self._skip(name, f"{name} is not a text log (binary data)")
             return
         hints = hints_from_path(name)
         self.usable += 1
-        yield Source(name=name, opener=opener, rank=hints.rank, host=hints.host, kind=kind)
+        text = kind == "text"
+        yield Source(
+            name=name,
+            opener=opener,
+            rank=hints.rank,
+            host=hints.host,
+            kind=kind,
+            year=year_hint(head) if text else None,
+            labels_are_ranks=slurm_labels_are_ranks(head) if text else True,
+        )
 
     def _skip(self, name: str, reason: str) -> None:
         log.warning("%s", reason)
@@ -463,8 +509,20 @@ def _once(name: str, make: Callable[[], BinaryIO]) -> Opener:
     return opener
 
 
+def _transcoded(opener: Opener) -> Opener:
+    return lambda: as_binary(Utf16ToUtf8Reader(opener()))
+
+
 def _zip_is_link(info: zipfile.ZipInfo) -> bool:
     return stat.S_ISLNK(info.external_attr >> 16)
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def display_name(text: str) -> str:
+    """A name safe to print on one line: control characters and undecodable bytes become U+FFFD."""
+    return _UNPRINTABLE.sub("\ufffd", text)
 
 
 def natural_key(text: str) -> tuple[tuple[int, str | int], ...]:
@@ -486,33 +544,74 @@ def iter_blocks(source: Source, limits: ReadLimits | None = None) -> Iterator[Bl
     size = max(limits.block_bytes, 1)
     stream = source.opener()
     lineno = 1
-    carry = b""
-    skipping = False  # inside a line already cut at `cap`: drop bytes up to its newline
+    carry = b""  # the start of a line whose newline has not arrived yet (at most `cap` bytes)
+    long_line: _LongLine | None = None  # a line already past `cap`, reduced to its head and tail
     try:
         while True:
             chunk = _read(stream, size, source.name)
             if not chunk:
                 break
-            if skipping:
+            if long_line is not None:
                 newline = chunk.find(b"\n")
+                long_line.extend(chunk if newline < 0 else chunk[:newline])
                 if newline < 0:
                     continue
-                chunk = chunk[newline:]
-                skipping = False
-            data = carry + chunk if carry else chunk
-            end = data.rfind(b"\n") + 1
-            block, carry = data[:end], data[end:]
+                carry, chunk, long_line = long_line.shortened(), chunk[newline:], None
+            end = chunk.rfind(b"\n") + 1
+            if end:  # one copy: the carried head of a line plus this chunk's whole lines
+                block = carry + chunk[:end] if carry else chunk[:end] if end < len(chunk) else chunk
+                carry = chunk[end:]
+            else:
+                block, carry = b"", carry + chunk
             if len(carry) > cap:
-                carry = carry[:cap]
-                skipping = True
+                long_line, carry = _LongLine(carry, cap), b""
             if block:
                 block = clean_block(block, cap)
                 yield Block(source, block, lineno)
                 lineno += block.count(b"\n")
+        if long_line is not None:
+            carry = long_line.shortened()
         if carry:
             yield Block(source, clean_block(carry + b"\n", cap), lineno)
     finally:
         stream.close()
+
+
+class _LongLine:
+    """A line longer than `cap`, kept as its first and last `cap` bytes while it streams past."""
+
+    def __init__(self, start: bytes, cap: int) -> None:
+        self.cap = cap
+        self.head = start[:cap]
+        self.tail = start[-cap:]
+        self.has_cr = b"\r" in start
+
+    def extend(self, part: bytes) -> None:
+        if not part:
+            return
+        self.has_cr = self.has_cr or b"\r" in part
+        self.tail = part[-self.cap :] if len(part) >= self.cap else (self.tail + part)[-self.cap :]
+
+    def shortened(self) -> bytes:
+        return shorten_line(self.head, self.tail, self.has_cr, self.cap)
+
+
+def shorten_line(head: bytes, tail: bytes, has_cr: bool, cap: int) -> bytes:
+    """An over-long line cut to `cap` bytes.
+
+    Normally its start (where prefixes and the message begin). A line of `\r` rewrites (tqdm bars
+    followed by the real message) keeps its start and its last segments, joined by `\r`, because the
+    message a terminal shows, and the one that matters, comes last.
+    """
+    if not has_cr:
+        return head[:cap]
+    half = cap // 2
+    room = cap - half - 1
+    ending = tail[len(tail) - room :] if room > 0 else b""
+    first_cr = ending.find(b"\r")
+    if first_cr >= 0:
+        ending = ending[first_cr + 1 :]
+    return head[:half] + b"\r" + ending
 
 
 def _read(stream: BinaryIO, size: int, name: str) -> bytes:
@@ -553,7 +652,9 @@ def _cut_long_lines(block: bytes, cap: int) -> bytes:
         newline = block.find(b"\n", start)
         if newline < 0:  # cannot happen for whole lines; be safe
             newline = length - 1
-        pieces.append(block[kept_from : start + cap])
+        line = block[start:newline]
+        pieces.append(block[kept_from:start])
+        pieces.append(shorten_line(line, line, b"\r" in line, cap))
         kept_from = newline
         start = newline + 1
     if not pieces:

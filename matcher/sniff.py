@@ -2,14 +2,18 @@
 
 Kinds: "empty", the single-stream compressions "gzip" "zstd" "xz" "bzip2", the archives "zip" "tar",
 "flight-recorder" (a pickle, or JSON with `version` and `entries`/`pg_config`; a later loader validates),
-"binary", "text". File names are never consulted: dumps and bundles often have none that helps.
+"utf16" (text with a byte order mark, transcoded by the reader), "binary", "text".
+File names are never consulted: dumps and bundles often have none that helps.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-Kind = Literal["empty", "gzip", "zstd", "xz", "bzip2", "zip", "tar", "flight-recorder", "binary", "text"]
+Kind = Literal[
+    "empty", "gzip", "zstd", "xz", "bzip2", "zip", "tar", "flight-recorder", "utf16", "binary", "text"
+]
 
 SNIFF_BYTES = 64 * 1024
 COMPRESSIONS = frozenset({"gzip", "zstd", "xz", "bzip2"})
@@ -22,6 +26,9 @@ _MAGIC: tuple[tuple[bytes, Kind], ...] = (
     (b"BZh", "bzip2"),
     (b"PK\x03\x04", "zip"),
     (b"PK\x05\x06", "zip"),  # an empty zip: only the end-of-central-directory record
+    # Text with a UTF-16 byte order mark: what Windows PowerShell's `>` writes.
+    (b"\xff\xfe", "utf16"),
+    (b"\xfe\xff", "utf16"),
 )
 _PICKLE_PROTOCOLS = frozenset({2, 3, 4, 5})
 # Control bytes that never occur in text logs (tab, newline, CR, form feed, backspace, ESC do).
@@ -67,3 +74,18 @@ def looks_binary(head: bytes) -> bool:
         else sample.decode("utf-8", errors="replace")
     )
     return text.count("\ufffd") > 0.1 * max(len(text), 1)
+
+
+# A Slurm `--label` task id followed by a torchrun tee tag or by a different `[rankN]:`.
+_LABEL_THEN_TAG = re.compile(rb"(?m)^ {0,8}(\d{1,6}): \[(?:rank(\d{1,6})|[A-Za-z_][\w-]{0,40}?\d{1,6})\]:")
+
+
+def slurm_labels_are_ranks(head: bytes) -> bool:
+    """False when the head shows srun launching a per-node launcher (torchrun): its task ids then
+    number nodes, not ranks. True otherwise (srun starting one task per rank, or no labels at all)."""
+    for count, match in enumerate(_LABEL_THEN_TAG.finditer(head)):
+        if match.group(2) is None or match.group(2) != match.group(1):
+            return False
+        if count > 1000:
+            break
+    return True

@@ -9,13 +9,13 @@ stream, a clean end of data) so hostile bytes can never surface as a traceback.
 from __future__ import annotations
 
 import bz2
+import codecs
 import contextlib
 import gzip
 import io
 import logging
 import lzma
 import tarfile
-import zlib
 from collections.abc import Callable
 from typing import IO, BinaryIO, cast
 
@@ -45,29 +45,63 @@ class ByteBudget:
             )
 
 
-class CountingReader(io.RawIOBase):
+class _Reader(io.RawIOBase):
+    """A reader whose `read(n)` returns n bytes unless the stream ends (what callers of a file expect,
+    e.g. a loader doing `read(limit + 1)`), handing over what it got without extra copies when one
+    underlying read suffices (the hot path)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            return self.readall()
+        data = self._read(size)
+        if not data or len(data) >= size:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = self._read(size - got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def readall(self) -> bytes:
+        parts = []
+        while data := self._read(1024 * 1024):
+            parts.append(data)
+        return b"".join(parts)
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _read(self, size: int) -> bytes:
+        raise NotImplementedError
+
+
+class CountingReader(_Reader):
     """Counts the bytes read from `inner` (the compressed side, for the ratio guard)."""
 
     def __init__(self, inner: BinaryIO) -> None:
         self.inner = inner
         self.count = 0
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self.inner.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
-        self.count += n
-        return n
+    def _read(self, size: int) -> bytes:
+        data = self.inner.read(size)
+        self.count += len(data)
+        return data
 
     def close(self) -> None:
         self.inner.close()
         super().close()
 
 
-class GuardedReader(io.RawIOBase):
+class GuardedReader(_Reader):
     """The stream a consumer reads: budgeted, ratio-checked, exceptions mapped to `InputError`."""
 
     def __init__(
@@ -88,37 +122,32 @@ class GuardedReader(io.RawIOBase):
         self.produced = 0
         self.ended = False
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def _read(self, size: int) -> bytes:
         if self.ended:
-            return 0
+            return b""
         try:
-            data = self.inner.read(len(buffer))
+            data = self.inner.read(size)
         except EOFError:
             # A compressed stream cut short (killed writer, partial upload): keep what was readable.
             log.warning("%s: compressed data ends early; reading what is there", self.name)
             self.ended = True
-            return 0
+            return b""
         except tarfile.ReadError as error:
             log.warning("%s: archive member ends early (%s); reading what is there", self.name, error)
             self.ended = True
-            return 0
+            return b""
         except InputError:
             raise
-        except (OSError, ValueError, RuntimeError, zlib.error, lzma.LZMAError, zstandard.ZstdError) as error:
+        except Exception as error:  # decoders raise many types on hostile bytes; all mean "corrupt"
             raise InputError(f"{self.name}: unreadable or corrupt data ({one_line(error)})") from None
-        n = len(data)
-        if n == 0:
+        if not data:
             self.ended = True
-            return 0
-        buffer[:n] = data
-        self.produced += n
+            return b""
+        self.produced += len(data)
         if self.budget is not None:
-            self.budget.charge(n)
+            self.budget.charge(len(data))
         self._check_ratio()
-        return n
+        return data
 
     def _check_ratio(self) -> None:
         if self.compressed_size is None or self.max_ratio <= 0 or self.produced < RATIO_FLOOR_BYTES:
@@ -137,25 +166,18 @@ class GuardedReader(io.RawIOBase):
         super().close()
 
 
-class PrefixedReader(io.RawIOBase):
+class PrefixedReader(_Reader):
     """`head` (already read while sniffing a one-shot stream) followed by the rest of `inner`."""
 
     def __init__(self, head: bytes, inner: BinaryIO) -> None:
         self.head = head
         self.inner = inner
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def _read(self, size: int) -> bytes:
         if self.head:
-            n = min(len(buffer), len(self.head))
-            buffer[:n] = self.head[:n]
-            self.head = self.head[n:]
-            return n
-        data = self.inner.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+            data, self.head = self.head[:size], self.head[size:]
+            return data
+        return self.inner.read(size)
 
     def close(self) -> None:
         self.inner.close()
@@ -166,6 +188,8 @@ class _ReadOne(io.RawIOBase):
     """Reads through `read1`, so data decoded before a truncation error is delivered, not lost.
 
     (`GzipFile.read(n)` gathers n bytes through a buffer and drops them all when the stream ends early.)
+    Deliberately returns short reads: the `GuardedReader` above it gathers them and turns the final
+    EOFError into a clean end of data.
     """
 
     def __init__(self, inner: gzip.GzipFile) -> None:
@@ -174,10 +198,32 @@ class _ReadOne(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def read(self, size: int | None = -1) -> bytes:
+        return self.inner.read1(size if size is not None and size >= 0 else -1)
+
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         data = self.inner.read1(len(buffer))
         buffer[: len(data)] = data
         return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class Utf16ToUtf8Reader(_Reader):
+    """UTF-16 text (byte order mark first) re-encoded as UTF-8, incrementally."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+
+    def _read(self, size: int) -> bytes:
+        while True:
+            data = self.inner.read(max(size // 2, 2))
+            text = self.decoder.decode(data, final=not data)
+            if text or not data:  # a lone half of a code unit decodes to nothing yet: read on
+                return text.encode("utf-8", errors="replace")
 
     def close(self) -> None:
         self.inner.close()

@@ -6,9 +6,9 @@ UNKNOWN = "unknown"
 
 CLASSES: dict[str, str] = {
     "timeout/straggler-input": "Straggler rank slowed by input (data loading, preprocessing, uneven shards)",
-    "timeout/rank0-only-work": "Rank 0 busy with solo work (checkpoint, evaluation, tokenization) past the timeout",
+    "timeout/rank0-only-work": "Rank 0 did long solo work (checkpoint, eval, tokenization) past the timeout",
     "timeout/asymmetric-collectives": "Ranks issued different collectives (mismatched sequence, op or shape)",
-    "timeout/jit-compile": "JIT compilation (torch.compile / Triton / fused kernels) held ranks past the timeout",
+    "timeout/jit-compile": "JIT compilation (torch.compile, Triton, fused kernels) outlasted the timeout",
     "network/interface-selection": "NCCL/Gloo bound to the wrong network interface",
     "network/ib-rdma": "InfiniBand / RoCE transport error",
     "network/roce-gid": "RoCE GID index mismatch",
@@ -25,7 +25,7 @@ CLASSES: dict[str, str] = {
     "rendezvous/store": "Rendezvous / TCPStore / MASTER_ADDR:MASTER_PORT failure",
     "cuda/oom": "CUDA out of memory on a rank",
     "cuda/illegal-access": "Illegal memory access or device-side assert in a kernel",
-    "nccl/nvls-or-algorithm": "Bug or incompatibility in a specific NCCL algorithm or feature (NVLS, CollNet, cuMem)",
+    "nccl/nvls-or-algorithm": "Bug in a specific NCCL algorithm or feature (NVLS, CollNet, cuMem)",
     UNKNOWN: "No known root cause found in these logs",
 }
 

@@ -34,7 +34,6 @@ MISSING_RANK = "missing-rank"
 class Inference:
     masses: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     evidence: dict[str, list[Observation]] = field(default_factory=lambda: defaultdict(list))
-    notes: dict[str, str] = field(default_factory=dict)  # class -> why (for the culprit reason)
 
     def add(self, cls: str, amount: float, observations: list[Observation] | None = None) -> None:
         self.masses[cls] += amount
@@ -92,17 +91,32 @@ def infer(
             # A clue for a non-timeout class (e.g. "Using docker0") is weak without an error line.
             inf.add(cls, 0.5 * weight if cls == ASYMMETRIC else 0.3 * weight, obs_list)
 
+    # The main process missing from a long sync point (30-min barrier / broadcast / 1-element allreduce)
+    # is the signature of rank-0 solo work even when its progress bar left no line behind.
+    sync_point = long_timeout and _barrier_like(table) and 0 not in table.reporters
+    rank0_awaited = table.culprits == (0,) or (fr is not None and fr.culprit_ranks == (0,))
+    if RANK0 not in clues and sync_point and rank0_awaited and (table.seqnum is None or early):
+        inf.add(RANK0, 1.0, list(table.evidence))
+
     if table.kind == "mismatch":
         inf.add(ASYMMETRIC, 1.5, list(table.evidence))
-        inf.notes[ASYMMETRIC] = table.detail
     if fr is not None and fr.kind == "mismatch":
         inf.add(ASYMMETRIC, 1.5)
-        inf.notes.setdefault(ASYMMETRIC, fr.reason)
     if lagging:
         # A lagging rank is the straggler class's own evidence unless a clue already says why it lagged.
         explained = any(inf.masses.get(cls, 0.0) >= 0.8 for cls in (RANK0, JIT))
-        inf.add(STRAGGLER, 0.2 if explained else 0.6, list(table.evidence))
-        inf.add(ASYMMETRIC, 0.2 if explained else 0.35)
+        # Missing from a scalar sync mid-run (a "done?" flag, a metric): the rank more likely skipped it
+        # (ran out of data, exited its loop early) than arrived late.
+        scalar_sync = table.numel_in is not None and table.numel_in <= 1 and not early
+        if explained:
+            inf.add(STRAGGLER, 0.2, list(table.evidence))
+            inf.add(ASYMMETRIC, 0.2)
+        elif scalar_sync:
+            inf.add(ASYMMETRIC, 0.6, list(table.evidence))
+            inf.add(STRAGGLER, 0.35)
+        else:
+            inf.add(STRAGGLER, 0.6, list(table.evidence))
+            inf.add(ASYMMETRIC, 0.35)
 
     timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
     if timed_out and not inf.masses:
@@ -110,7 +124,7 @@ def infer(
         inf.add(UNKNOWN, 0.5)
         inf.add(STRAGGLER, 0.25, list(table.evidence))
         inf.add(ASYMMETRIC, 0.2)
-        inf.add(RANK0, 0.15 + (0.1 if long_timeout and _barrier_like(table) else 0.0))
+        inf.add(RANK0, 0.6 if sync_point else 0.15)
         if early:
             inf.add(JIT, 0.1)
     elif timed_out:

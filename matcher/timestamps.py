@@ -10,6 +10,7 @@ more than a day in the future (a January diagnosis of a December log).
 from __future__ import annotations
 
 import calendar
+import re
 import time
 
 MONTHS = {
@@ -59,3 +60,12 @@ def epoch_without_year(
 
 def month_number(name: str) -> int | None:
     return MONTHS.get(name[:3].lower())
+
+
+_DATED = re.compile(rb"(?<!\d)((?:19|20)\d\d)-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])[T _]\d\d:\d\d")
+
+
+def year_hint(head: bytes) -> int | None:
+    """The year of the first full date-time in `head` (ISO, torch._logging, ChildFailedError forms)."""
+    match = _DATED.search(head)
+    return int(match.group(1)) if match else None

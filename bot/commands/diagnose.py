@@ -97,4 +97,3 @@ def _byte_size(text: str) -> int:
     if size <= 0:
         raise argparse.ArgumentTypeError("size must be positive")
     return size
-

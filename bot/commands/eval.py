@@ -36,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    print_report(Console(highlight=False), report, verbose=args.verbose)
+    # Piped output (CI logs, `| tail`) gets a wide table instead of rich's 80-column default.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    print_report(console, report, verbose=args.verbose)
     return 0
 
 

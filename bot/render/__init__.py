@@ -1,0 +1,1 @@
+"""Renderers that turn diagnoses and runbooks into terminal text (and, later, chat messages)."""

@@ -76,12 +76,10 @@ def render_diagnosis(
     recurrence: str | None = None,
 ) -> None:
     stats = diagnosis.stats
-    console.print(
-        Text(
-            f"Read {stats.bytes:,} bytes, {stats.lines:,} lines, {stats.ranks} rank(s) in {stats.seconds:.2f} s",
-            style="dim",
-        )
+    summary = (
+        f"Read {stats.bytes:,} bytes, {stats.lines:,} lines, {stats.ranks} rank(s) in {stats.seconds:.2f} s"
     )
+    console.print(Text(summary, style="dim"))
     console.print(headline(diagnosis))
     console.print(culprit_text(diagnosis))
     if diagnosis.symptom:
@@ -105,4 +103,4 @@ def render_diagnosis(
         from bot.render.runbook_text import render as render_runbook
 
         console.print()
-        console.print(Text(render_runbook(runbook, width=min(console.width, 100))))
+        console.print(Text(render_runbook(runbook, width=min(console.width, 100), brief=True)))

@@ -8,10 +8,24 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 
 # Below this much input a diagnosis takes well under a second: a bar would only flicker.
 SHOW_ABOVE_BYTES = 64 * 1024**2
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def on_disk_size(paths: Sequence[str]) -> int:
@@ -21,16 +35,9 @@ def on_disk_size(paths: Sequence[str]) -> int:
             continue
         if os.path.isdir(path):
             for folder, _dirs, files in os.walk(path):
-                for name in files:
-                    try:
-                        total += os.path.getsize(os.path.join(folder, name))
-                    except OSError:
-                        pass
+                total += sum(_size(os.path.join(folder, name)) for name in files)
         else:
-            try:
-                total += os.path.getsize(path)
-            except OSError:
-                pass
+            total += _size(path)
     return total
 
 

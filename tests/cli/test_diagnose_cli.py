@@ -115,7 +115,8 @@ def test_missing_path_exits_2(tmp_path: Path) -> None:
 def test_log_text_cannot_inject_terminal_markup(tmp_path: Path) -> None:
     log = tmp_path / "hostile.log"
     log.write_text(
-        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. [bold red]PWNED[/bold red] \x1b[2J\x1b]0;title\x07\n"
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. "
+        "[bold red]PWNED[/bold red] \x1b[2J\x1b]0;title\x07\n"
     )
     result = run_cli("diagnose", str(log), NO_STORE)
     out = result.stdout.decode()

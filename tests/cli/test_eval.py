@@ -67,6 +67,8 @@ def _diagnosis(culprit: Culprit | None) -> Diagnosis:
         ({"culprit_rank": 3}, Culprit((3,), ("n1",), "r"), "agree"),
         ({"culprit_rank": 3}, Culprit((4,), ("n1",), "r"), "wrong"),
         ({"culprit_host": "n2"}, Culprit((3,), ("n1",), "r"), "wrong"),
+        ({"culprit_rank": 0, "culprit_host": "n1"}, Culprit((), ("n1",), "r"), "agree"),
+        ({"culprit_rank": 0}, Culprit((), ("n1",), "r"), "missed"),
         ({"culprit_rank": 3}, None, "missed"),
         ({}, Culprit((1,), (), "r"), "extra"),
         ({}, None, "none"),
@@ -86,4 +88,6 @@ def test_development_corpus_accuracy(shared_dir: Path) -> None:
     misses = [(c.case_id, c.label, c.predicted[:3]) for c in report.cases if not c.top1]
     assert top1 >= DEV_TOP1, misses
     assert top3 >= DEV_TOP3, misses
-    assert report.count(lambda c: c.culprit == "wrong") == 0, [c.case_id for c in report.cases if c.culprit == "wrong"]
+    assert report.count(lambda c: c.culprit == "wrong") == 0, [
+        c.case_id for c in report.cases if c.culprit == "wrong"
+    ]

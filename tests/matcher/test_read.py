@@ -90,6 +90,9 @@ def test_torchrun_log_dir_is_walked_in_natural_order(tmp_path: Path) -> None:
         ("ip-10-0-1-7/train.log", None, "ip-10-0-1-7"),
         ("nccl_trace_rank_6", 6, None),
         ("train-2024-05.log", None, None),
+        ("020-run-rank2-oom-notes.log", None, None),  # descriptive, not a per-rank file
+        ("rank3_stderr.log", 3, None),
+        ("train_rank3.log", 3, None),
     ],
 )
 def test_rank_and_host_hints_from_path(
@@ -370,3 +373,74 @@ def test_fifo_path_is_read_as_a_stream(tmp_path: Path) -> None:
 def test_source_is_plain_data() -> None:
     source = Source("x", opener=lambda: io.BytesIO(b""))  # type: ignore[arg-type, return-value]
     assert (source.rank, source.host, source.kind) == (None, None, "text")
+
+
+def test_text_sources_carry_the_first_year_written_in_them(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_bytes(b"no date here\n2023-12-30 23:59:58,100 - root - INFO - saving\n")
+    (tmp_path / "b.log").write_bytes(b"[rank0]:[E1230 23:59:59.0 x.cpp:1] no year in this one\n")
+    years = {Path(source.name).name: source.year for source in iter_sources([str(tmp_path)])}
+    assert years == {"a.log": 2023, "b.log": None}
+
+
+def test_names_with_control_characters_or_undecodable_bytes_print_on_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "line\nbreak.log").write_bytes(b"a\n")
+    os.close(os.open(os.path.join(os.fsencode(folder), b"bad\xff.log"), os.O_CREAT | os.O_WRONLY))
+    (folder / "inner.tar").write_bytes(tar_bytes({"x\rname.log": b"b\n"}))
+    names = [name for name, *_ in read_all([str(folder)])]
+    assert all(name.isprintable() for name in names)
+    assert [Path(name).name for name in names] == ["inner.tar!x\ufffdname.log", "line\ufffdbreak.log"]
+    with pytest.raises(InputError) as caught:
+        read_all([str(folder / "bad\udcff.log")])
+    assert str(caught.value) == f"{folder}/bad\ufffd.log is empty"
+
+
+def test_utf16_text_with_a_byte_order_mark_is_transcoded(tmp_path: Path) -> None:
+    text = "2024-05-01 03:11:40 start\n[rank1]: Größe 错误\n" * 3000
+    path = tmp_path / "powershell.log"
+    path.write_bytes(text.encode("utf-16"))
+    [(_, _, _, kind, content)] = read_all([str(path)])
+    assert (kind, content.decode()) == ("text", text)
+    [source] = iter_sources([str(path)])
+    assert source.year == 2024
+
+
+def test_read_n_returns_n_bytes_unless_the_stream_ends(tmp_path: Path) -> None:
+    payload = bytes(range(256)) * 40_000  # 10 MB that gzip hands out in many small pieces
+    (tmp_path / "dump.gz").write_bytes(gzip.compress(b"\x80\x02" + payload))
+    [source] = iter_sources([str(tmp_path / "dump.gz")])
+    with source.opener() as stream:
+        assert len(stream.read(5_000_000)) == 5_000_000
+        assert len(stream.read(50_000_000)) == len(payload) + 2 - 5_000_000
+        assert stream.read(10) == b""
+
+
+def test_zip_member_bomb_hits_the_ratio_guard(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.zip"
+    line = b"A" * 1023 + b"\n"
+    with (
+        zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+        archive.open("rank0.log", "w") as member,
+    ):
+        for _ in range(200 * 1024):
+            member.write(line)
+    with pytest.raises(InputError, match="decompression bomb"):
+        read_all([str(bomb)], ReadLimits(max_ratio=100))
+
+
+@pytest.mark.parametrize(
+    ("content", "labels_are_ranks"),
+    [
+        (b"0: [default0]:[rank0]: hi\n1: [default0]:[rank8]: hi\n", False),  # srun -> torchrun per node
+        (b"1: [rank8]:[E1129 03:11:40.0 x.cpp:1] boom\n", False),
+        (b"3: [rank3]: hi\n12: [rank12]: hi\n", True),  # srun task per rank
+        (b"plain log\n", True),
+    ],
+)
+def test_sources_say_whether_slurm_labels_are_ranks(
+    tmp_path: Path, content: bytes, labels_are_ranks: bool
+) -> None:
+    (tmp_path / "job.out").write_bytes(content)
+    [source] = iter_sources([str(tmp_path / "job.out")])
+    assert source.labels_are_ranks is labels_are_ranks
