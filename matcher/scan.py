@@ -24,10 +24,12 @@ from matcher.read import ReadLimits, Source
 
 # Seconds one regex may spend on one line; a pathological line then simply does not match.
 REGEX_TIMEOUT_S = 0.05
-# Observations kept per (signature, source, rank) and per (signature, source): enough for every rank of a
-# large job to report its timeout, few enough that a repeated line cannot grow memory with log size.
-MAX_PER_RANK = 8
-MAX_PER_SOURCE = 4096
+# Observations kept per (signature, source, writer) and per (signature, source): enough for every rank of
+# a large job to report its timeout and its NCCL init lines, few enough that a repeated line cannot grow
+# memory with log size. A writer is what tells processes apart on a line: rank, host, pid, and the rank
+# the line itself names (NCCL init lines of an interleaved file carry no rank prefix).
+MAX_PER_WRITER = 8
+MAX_PER_SOURCE = 16384
 
 _prefilters: dict[int, tuple[Catalog, Prefilter]] = {}
 
@@ -82,7 +84,7 @@ class _SourceScan:
     source: Source
     catalog: Catalog
     observations: list[Observation]
-    kept: Counter[tuple[str, int | None]] = field(default_factory=Counter)
+    kept: Counter[tuple[object, ...]] = field(default_factory=Counter)
     kept_total: Counter[str] = field(default_factory=Counter)
     lines: int = 0
     size: int = 0
@@ -182,10 +184,10 @@ class _SourceScan:
             self._keep(signature, line, fields)
 
     def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
-        rank = line.rank if line.rank is not None else self.source.rank
-        if self.kept[(signature.id, rank)] >= MAX_PER_RANK or self.kept_total[signature.id] >= MAX_PER_SOURCE:
+        writer = (signature.id, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
+        if self.kept[writer] >= MAX_PER_WRITER or self.kept_total[signature.id] >= MAX_PER_SOURCE:
             return
-        self.kept[(signature.id, rank)] += 1
+        self.kept[writer] += 1
         self.kept_total[signature.id] += 1
         self.observations.append(
             Observation(
@@ -211,10 +213,14 @@ def _matches(
         return match_text(signature, "\n".join([text, *continuation]) if continuation else text)
 
     found: list[tuple[Line, dict[str, FieldValue]]] = []
+    wanted = len(signature.pattern.groupindex)
     for segment in record.segments:
         fields = attempt(segment.text)
-        if fields is None and segment.raw and segment.raw != segment.text:
-            fields = attempt(segment.raw)
+        if segment.raw and segment.raw != segment.text and (fields is None or len(fields) < wanted):
+            # Patterns may also read the prefix (a host, a pid): the raw line fills what the text lacks.
+            extra = attempt(segment.raw)
+            if extra is not None:
+                fields = {**extra, **(fields or {})}
         if fields is not None:
             found.append((segment, fields))
     if found or any(record.whole == segment.raw for segment in record.segments):
