@@ -58,6 +58,10 @@ def test_keywords_are_selective_on_healthy_output() -> None:
     assert offenders == []
 
 
+def test_every_taxonomy_class_has_a_root_signature() -> None:
+    assert CATALOG.classes_without_root() == []
+
+
 def test_signature_ids_are_unique_across_files() -> None:
     ids = [s.id for s in CATALOG]
     assert len(ids) == len(set(ids))
