@@ -248,6 +248,8 @@ def _build(file: str, index: int, table: Any) -> Signature:
         pattern = regex.compile(source, regex.IGNORECASE if caseless else 0)
     except regex.error as error:
         raise fail(f"pattern does not compile: {error}") from None
+    if pattern.fullmatch("") is not None:
+        raise fail("pattern matches the empty string (it would match every candidate line)")
     unknown_fields = set(pattern.groupindex) - KNOWN_FIELDS
     if unknown_fields:
         raise fail(f"unknown fields {sorted(unknown_fields)} (see matcher.model.KNOWN_FIELDS)")

@@ -30,6 +30,7 @@ REGEX_TIMEOUT_S = 0.05
 # the line itself names (NCCL init lines of an interleaved file carry no rank prefix).
 MAX_PER_WRITER = 8
 MAX_PER_SOURCE = 16384
+MAX_MATCHES_PER_LINE = 32
 
 _prefilters: dict[int, tuple[Catalog, Prefilter]] = {}
 
@@ -43,15 +44,20 @@ def prefilter_for(catalog: Catalog) -> Prefilter:
     return cached[1]
 
 
-def match_text(signature: Signature, text: str) -> dict[str, FieldValue] | None:
-    """Fields the signature extracts from text, or None when it does not match (or runs out of time)."""
+def match_all(signature: Signature, text: str) -> list[dict[str, FieldValue]]:
+    """Fields of every distinct match in text (a pasted line may join several messages); empty when
+    nothing matches or the regex runs out of time."""
+    found: list[dict[str, FieldValue]] = []
     try:
-        found = signature.pattern.search(text, timeout=REGEX_TIMEOUT_S)
+        for match in signature.pattern.finditer(text, timeout=REGEX_TIMEOUT_S):
+            fields = convert_fields(match.groupdict())
+            if fields not in found:
+                found.append(fields)
+            if len(found) >= MAX_MATCHES_PER_LINE:
+                break
     except TimeoutError:
-        return None
-    if found is None:
-        return None
-    return convert_fields(found.groupdict())
+        pass
+    return found
 
 
 @dataclass(slots=True)
@@ -209,27 +215,26 @@ def _matches(
     (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
     still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
 
-    def attempt(text: str) -> dict[str, FieldValue] | None:
-        return match_text(signature, "\n".join([text, *continuation]) if continuation else text)
+    def attempt(text: str) -> list[dict[str, FieldValue]]:
+        return match_all(signature, "\n".join([text, *continuation]) if continuation else text)
 
     found: list[tuple[Line, dict[str, FieldValue]]] = []
     wanted = len(signature.pattern.groupindex)
     for segment in record.segments:
-        fields = attempt(segment.text)
-        if segment.raw and segment.raw != segment.text and (fields is None or len(fields) < wanted):
+        matches = attempt(segment.text)
+        if segment.raw and segment.raw != segment.text and (not matches or len(matches[0]) < wanted):
             # Patterns may also read the prefix (a host, a pid): the raw line fills what the text lacks.
             extra = attempt(segment.raw)
-            if extra is not None:
-                fields = {**extra, **(fields or {})}
-        if fields is not None:
-            found.append((segment, fields))
+            if extra and matches:
+                matches[0] = {**extra[0], **matches[0]}
+            elif extra:
+                matches = extra
+        found.extend((segment, fields) for fields in matches)
     if found or any(record.whole == segment.raw for segment in record.segments):
         return found
-    fields = attempt(record.whole)
-    if fields is not None:
-        last = record.segments[-1]
-        found.append((replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP]), fields))
-    return found
+    last = record.segments[-1]
+    whole = replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP])
+    return [(whole, fields) for fields in attempt(record.whole)]
 
 
 def match_lines(

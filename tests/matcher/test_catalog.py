@@ -110,6 +110,8 @@ def test_valid_file_loads_and_compiles(tmp_path: Path) -> None:
         (('classes = ["cuda/oom"]', 'classes = ["cuda/nope"]'), "unknown class 'cuda/nope'"),
         (('classes = ["cuda/oom"]', 'classes = ["unknown"]'), "unknown class 'unknown'"),
         (("(?P<rank>", "(?P<rnk>"), "unknown fields ['rnk']"),
+        (("pattern = '''demo", "pattern = '''(?:demo"), "pattern does not compile"),
+        (("pattern = '''demo failure on rank (?P<rank>\\d+)", "pattern = '''(?P<rank>\\d*)"), "empty string"),
         (('role = "root"', 'role = "primary"'), "bad role 'primary'"),
         (('keywords = ["demo failure"]', 'keywords = ["demo crash"]'), "no keyword occurs in match example"),
         (("on rank (?P<rank>", "on rank ((?P<rank>"), "pattern does not compile"),

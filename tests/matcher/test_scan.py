@@ -227,3 +227,9 @@ def test_nccl_init_lines_of_every_rank_survive_the_repetition_cap(tmp_path: Path
     assert {(o.fields["rank"], o.line.host) for o in inits} == {
         (r, f"gpu-node-{r // 8:03d}") for r in range(512)
     }
+
+
+def test_messages_joined_on_one_line_each_give_an_observation(tmp_path: Path) -> None:
+    joined = " ".join(WATCHDOG.format(rank=r).split("]:", 1)[1] for r in (1, 2, 6))
+    result = _scan_text(tmp_path, [joined])
+    assert [o.fields["pg_rank"] for o in _of(result, "watchdog-collective-timeout")] == [1, 2, 6]
