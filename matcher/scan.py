@@ -3,10 +3,14 @@
 Interface: `scan(sources, catalog, limits, progress=None) -> ScanResult`.
 
 Per block of whole lines the prefilter names the few candidate lines and, per line, the signatures whose
-keywords it holds; only those lines are numbered (a running newline count), prefix-peeled once with
-`prefixes.parse_line`, and only those signatures' regexes run, each with a timeout so no line can hang the
-scan. Memory stays bounded: a block at a time, and a cap on observations per signature, source and rank
-(a 400 MB log repeating one line yields a handful of observations, not millions).
+keywords it holds; only those lines are numbered (a running newline count), split into attributed
+fragments once (`prefixes.parse_segments`), and only those signatures' regexes run, each with a timeout so
+no line can hang the scan. A pattern is tried on each fragment's peeled text, then its raw form, then the
+whole physical line (progress-bar noise the reader sets aside can carry a clue). `after = N` signatures
+see the next N lines (carried over a block boundary); small pasted sources also get a second chance for
+keywords split by a hard wrap (`matcher.rejoin`). Memory stays bounded: a block at a time, and a cap on
+observations per signature, source and writer (a 400 MB log repeating one line yields a handful of
+observations, not millions). Flight Recorder sources are skipped: the pipeline reads them.
 """
 
 from __future__ import annotations
@@ -104,7 +108,7 @@ class _SourceScan:
         data = block.data
         self.size += len(data)
         self._finish_pending(data, block.first_lineno)
-        # One pass of newline counting per block: up to each candidate line, then the tail.
+        # Newlines are counted only up to each candidate line, continuing from the previous one.
         counted_to, lineno = 0, block.first_lineno
         known: dict[int, set[int]] = {}
         for candidate in prefilter.lines(data):
