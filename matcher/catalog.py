@@ -141,9 +141,21 @@ def convert_fields(groups: Mapping[str, str | None]) -> dict[str, FieldValue]:
     return fields
 
 
+_default: Catalog | None = None
+
+
 def load_catalog(directory: str | Path | None = None) -> Catalog:
-    """Load and validate every `*.toml` in `directory` (default: the packaged `matcher/signatures`)."""
-    root = Path(directory) if directory is not None else DEFAULT_DIRECTORY
+    """Load and validate every `*.toml` in `directory` (default: the packaged `matcher/signatures`,
+    loaded once per process: the catalog is immutable and a long-running service diagnoses many logs)."""
+    global _default
+    if directory is None:
+        if _default is None:
+            _default = _load(DEFAULT_DIRECTORY)
+        return _default
+    return _load(Path(directory))
+
+
+def _load(root: Path) -> Catalog:
     paths = sorted(root.glob("*.toml"))
     if not paths:
         raise CatalogError(f"no signature files (*.toml) in {root}")

@@ -36,16 +36,21 @@ MAX_PER_WRITER = 8
 MAX_PER_SOURCE = 16384
 MAX_MATCHES_PER_LINE = 32
 
-_prefilters: dict[int, tuple[Catalog, Prefilter]] = {}
+# Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process
+# that loads catalogs repeatedly does not keep them all.
+_PREFILTER_CACHE = 4
+_prefilters: list[tuple[Catalog, Prefilter]] = []
 
 
 def prefilter_for(catalog: Catalog) -> Prefilter:
-    """Compiled prefilter of a catalog, built once per catalog object (compiling costs ~100 ms)."""
-    cached = _prefilters.get(id(catalog))
-    if cached is None or cached[0] is not catalog:
-        cached = (catalog, Prefilter(catalog))
-        _prefilters[id(catalog)] = cached
-    return cached[1]
+    """The compiled prefilter of a catalog object, built once while it stays among the recent ones."""
+    for known, prefilter in _prefilters:
+        if known is catalog:
+            return prefilter
+    prefilter = Prefilter(catalog)
+    _prefilters.append((catalog, prefilter))
+    del _prefilters[:-_PREFILTER_CACHE]
+    return prefilter
 
 
 def match_all(signature: Signature, text: str) -> list[dict[str, FieldValue]]:
