@@ -52,9 +52,9 @@ WATCHDOG = (
         ),
         # older drivers: no name=
         (
-            "[1234567.890123] NVRM: Xid (PCI:0000:10:1c): 64, pid=1896, Row Remapper: Failed to remap row",
+            "[1234567.890123] NVRM: Xid (PCI:0000:2a:00): 64, pid=7712, Row Remapper: Failed to remap row",
             64,
-            "0000:10:1c",
+            "0000:2a:00",
         ),
         # MIG compute instance, dmesg -T time
         (
@@ -180,8 +180,8 @@ def test_a_root_line_outranks_what_the_survivors_say_about_their_peer(tmp_path: 
 
 def test_generic_cuda_failure_does_not_outrank_a_specific_transport_error(tmp_path: Path) -> None:
     log = (
-        "node-x:8602:9146 [7] transport/p2p.cc:300 NCCL WARN Cuda failure 'invalid argument'\n"
-        "node-x:8602:9146 [7] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such "
+        "node-x:7311:7390 [5] transport/p2p.cc:300 NCCL WARN Cuda failure 'invalid argument'\n"
+        "node-x:7311:7390 [5] misc/ibvwrap.cc:291 NCCL WARN Call to ibv_modify_qp failed with error No such "
         "device\n"
     )
     diagnosis = _diagnose(tmp_path, ("rank7.log", log))
@@ -216,9 +216,9 @@ def test_shm_transport_system_error_and_cuda_error_point_at_different_classes(tm
         "pod-0:77:120 [1] NCCL INFO transport/shm.cc:114 -> 2\n"
     )
     register_bug = (
-        "node-x:8602:9146 [7] NCCL INFO Channel 00 : 39[7] -> 88[0] via direct shared memory\n"
-        "node-x:8602:9146 [7] include/shm.h:42 NCCL WARN Cuda failure 'invalid argument'\n"
-        "node-x:8602:9146 [7] NCCL INFO transport/shm.cc:190 -> 1\n"
+        "node-x:7311:7390 [5] NCCL INFO Channel 00 : 21[5] -> 64[0] via direct shared memory\n"
+        "node-x:7311:7390 [5] include/shm.h:47 NCCL WARN Cuda failure 'invalid argument'\n"
+        "node-x:7311:7390 [5] NCCL INFO transport/shm.cc:205 -> 1\n"
     )
     assert _diagnose(tmp_path / "a", ("a.log", full_shm)).primary.class_id == "shm/dev-shm"
     assert _diagnose(tmp_path / "b", ("b.log", register_bug)).primary.class_id == "nccl/nvls-or-algorithm"
