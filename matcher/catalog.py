@@ -141,9 +141,21 @@ def convert_fields(groups: Mapping[str, str | None]) -> dict[str, FieldValue]:
     return fields
 
 
+_default: Catalog | None = None
+
+
 def load_catalog(directory: str | Path | None = None) -> Catalog:
-    """Load and validate every `*.toml` in `directory` (default: the packaged `matcher/signatures`)."""
-    root = Path(directory) if directory is not None else DEFAULT_DIRECTORY
+    """Load and validate every `*.toml` in `directory` (default: the packaged `matcher/signatures`,
+    loaded once per process: the catalog is immutable and a long-running service diagnoses many logs)."""
+    global _default
+    if directory is None:
+        if _default is None:
+            _default = _load(DEFAULT_DIRECTORY)
+        return _default
+    return _load(Path(directory))
+
+
+def _load(root: Path) -> Catalog:
     paths = sorted(root.glob("*.toml"))
     if not paths:
         raise CatalogError(f"no signature files (*.toml) in {root}")
@@ -248,6 +260,8 @@ def _build(file: str, index: int, table: Any) -> Signature:
         pattern = regex.compile(source, regex.IGNORECASE if caseless else 0)
     except regex.error as error:
         raise fail(f"pattern does not compile: {error}") from None
+    if pattern.fullmatch("") is not None:
+        raise fail("pattern matches the empty string (it would match every candidate line)")
     unknown_fields = set(pattern.groupindex) - KNOWN_FIELDS
     if unknown_fields:
         raise fail(f"unknown fields {sorted(unknown_fields)} (see matcher.model.KNOWN_FIELDS)")

@@ -3,10 +3,14 @@
 Interface: `scan(sources, catalog, limits, progress=None) -> ScanResult`.
 
 Per block of whole lines the prefilter names the few candidate lines and, per line, the signatures whose
-keywords it holds; only those lines are numbered (a running newline count), prefix-peeled once with
-`prefixes.parse_line`, and only those signatures' regexes run, each with a timeout so no line can hang the
-scan. Memory stays bounded: a block at a time, and a cap on observations per signature, source and rank
-(a 400 MB log repeating one line yields a handful of observations, not millions).
+keywords it holds; only those lines are numbered (a running newline count), split into attributed
+fragments once (`prefixes.parse_segments`), and only those signatures' regexes run, each with a timeout so
+no line can hang the scan. A pattern is tried on each fragment's peeled text, then its raw form, then the
+whole physical line (progress-bar noise the reader sets aside can carry a clue). `after = N` signatures
+see the next N lines (carried over a block boundary); small pasted sources also get a second chance for
+keywords split by a hard wrap (`matcher.rejoin`). Memory stays bounded: a block at a time, and a cap on
+observations per signature, source and writer (a 400 MB log repeating one line yields a handful of
+observations, not millions). Flight Recorder sources are skipped: the pipeline reads them.
 """
 
 from __future__ import annotations
@@ -24,32 +28,45 @@ from matcher.read import ReadLimits, Source
 
 # Seconds one regex may spend on one line; a pathological line then simply does not match.
 REGEX_TIMEOUT_S = 0.05
-# Observations kept per (signature, source, rank) and per (signature, source): enough for every rank of a
-# large job to report its timeout, few enough that a repeated line cannot grow memory with log size.
-MAX_PER_RANK = 8
-MAX_PER_SOURCE = 4096
+# Observations kept per (signature, source, writer) and per (signature, source): enough for every rank of
+# a large job to report its timeout and its NCCL init lines, few enough that a repeated line cannot grow
+# memory with log size. A writer is what tells processes apart on a line: rank, host, pid, and the rank
+# the line itself names (NCCL init lines of an interleaved file carry no rank prefix).
+MAX_PER_WRITER = 8
+MAX_PER_SOURCE = 16384
+MAX_MATCHES_PER_LINE = 32
 
-_prefilters: dict[int, tuple[Catalog, Prefilter]] = {}
+# Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process
+# that loads catalogs repeatedly does not keep them all.
+_PREFILTER_CACHE = 4
+_prefilters: list[tuple[Catalog, Prefilter]] = []
 
 
 def prefilter_for(catalog: Catalog) -> Prefilter:
-    """Compiled prefilter of a catalog, built once per catalog object (compiling costs ~100 ms)."""
-    cached = _prefilters.get(id(catalog))
-    if cached is None or cached[0] is not catalog:
-        cached = (catalog, Prefilter(catalog))
-        _prefilters[id(catalog)] = cached
-    return cached[1]
+    """The compiled prefilter of a catalog object, built once while it stays among the recent ones."""
+    for known, prefilter in _prefilters:
+        if known is catalog:
+            return prefilter
+    prefilter = Prefilter(catalog)
+    _prefilters.append((catalog, prefilter))
+    del _prefilters[:-_PREFILTER_CACHE]
+    return prefilter
 
 
-def match_text(signature: Signature, text: str) -> dict[str, FieldValue] | None:
-    """Fields the signature extracts from text, or None when it does not match (or runs out of time)."""
+def match_all(signature: Signature, text: str) -> list[dict[str, FieldValue]]:
+    """Fields of every distinct match in text (a pasted line may join several messages); empty when
+    nothing matches or the regex runs out of time."""
+    found: list[dict[str, FieldValue]] = []
     try:
-        found = signature.pattern.search(text, timeout=REGEX_TIMEOUT_S)
+        for match in signature.pattern.finditer(text, timeout=REGEX_TIMEOUT_S):
+            fields = convert_fields(match.groupdict())
+            if fields not in found:
+                found.append(fields)
+            if len(found) >= MAX_MATCHES_PER_LINE:
+                break
     except TimeoutError:
-        return None
-    if found is None:
-        return None
-    return convert_fields(found.groupdict())
+        pass
+    return found
 
 
 @dataclass(slots=True)
@@ -82,7 +99,7 @@ class _SourceScan:
     source: Source
     catalog: Catalog
     observations: list[Observation]
-    kept: Counter[tuple[str, int | None]] = field(default_factory=Counter)
+    kept: Counter[tuple[object, ...]] = field(default_factory=Counter)
     kept_total: Counter[str] = field(default_factory=Counter)
     lines: int = 0
     size: int = 0
@@ -96,7 +113,7 @@ class _SourceScan:
         data = block.data
         self.size += len(data)
         self._finish_pending(data, block.first_lineno)
-        # One pass of newline counting per block: up to each candidate line, then the tail.
+        # Newlines are counted only up to each candidate line, continuing from the previous one.
         counted_to, lineno = 0, block.first_lineno
         known: dict[int, set[int]] = {}
         for candidate in prefilter.lines(data):
@@ -182,10 +199,10 @@ class _SourceScan:
             self._keep(signature, line, fields)
 
     def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
-        rank = line.rank if line.rank is not None else self.source.rank
-        if self.kept[(signature.id, rank)] >= MAX_PER_RANK or self.kept_total[signature.id] >= MAX_PER_SOURCE:
+        writer = (signature.id, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
+        if self.kept[writer] >= MAX_PER_WRITER or self.kept_total[signature.id] >= MAX_PER_SOURCE:
             return
-        self.kept[(signature.id, rank)] += 1
+        self.kept[writer] += 1
         self.kept_total[signature.id] += 1
         self.observations.append(
             Observation(
@@ -207,23 +224,26 @@ def _matches(
     (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
     still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
 
-    def attempt(text: str) -> dict[str, FieldValue] | None:
-        return match_text(signature, "\n".join([text, *continuation]) if continuation else text)
+    def attempt(text: str) -> list[dict[str, FieldValue]]:
+        return match_all(signature, "\n".join([text, *continuation]) if continuation else text)
 
     found: list[tuple[Line, dict[str, FieldValue]]] = []
+    wanted = len(signature.pattern.groupindex)
     for segment in record.segments:
-        fields = attempt(segment.text)
-        if fields is None and segment.raw and segment.raw != segment.text:
-            fields = attempt(segment.raw)
-        if fields is not None:
-            found.append((segment, fields))
+        matches = attempt(segment.text)
+        if segment.raw and segment.raw != segment.text and (not matches or len(matches[0]) < wanted):
+            # Patterns may also read the prefix (a host, a pid): the raw line fills what the text lacks.
+            extra = attempt(segment.raw)
+            if extra and matches:
+                matches[0] = {**extra[0], **matches[0]}
+            elif extra:
+                matches = extra
+        found.extend((segment, fields) for fields in matches)
     if found or any(record.whole == segment.raw for segment in record.segments):
         return found
-    fields = attempt(record.whole)
-    if fields is not None:
-        last = record.segments[-1]
-        found.append((replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP]), fields))
-    return found
+    last = record.segments[-1]
+    whole = replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP])
+    return [(whole, fields) for fields in attempt(record.whole)]
 
 
 def match_lines(
@@ -264,6 +284,7 @@ def scan(
     for source in sources:
         if source.kind != "text":
             continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
+        first = len(observations)
         state = _SourceScan(source, catalog, observations)
         for block in read.iter_blocks(source, limits):
             state.block(block, prefilter)
@@ -271,6 +292,8 @@ def scan(
             if progress is not None:
                 progress(done)
         summaries.append(state.close())
+        # Multi-line records and re-joined wraps finish late; keep each source's observations in file order.
+        observations[first:] = sorted(observations[first:], key=lambda o: o.line.lineno)
     ranks: set[int] = set()
     for summary in summaries:
         ranks.update(summary.ranks_seen)

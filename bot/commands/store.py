@@ -1,1 +1,156 @@
-"""Placeholder: the owning issue fills this in."""
+"""`ncclbot history`, `ncclbot incidents` and `ncclbot db upgrade`: read and maintain the incident store.
+
+The database is NCCLBOT_DATABASE_URL (or `--database-url`), else the SQLite file in the user's data
+directory (bot.store.settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy.exc import OperationalError
+
+from bot.store import Store, StoreError, migrate
+from bot.store.engine import create_store_engine
+from bot.store.records import human_utc
+from bot.store.settings import database_url
+from matcher.taxonomy import CLASSES
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _positive_days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--days wants a whole number of days, not {text!r}") from None
+    if days <= 0:
+        raise argparse.ArgumentTypeError("--days must be at least 1")
+    return days
+
+
+def _class_id(text: str) -> str:
+    if text not in CLASSES:
+        raise argparse.ArgumentTypeError(f"unknown class {text!r} (see TAXONOMY.md, e.g. cuda/oom)")
+    return text
+
+
+def _add_database_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="database to use (default: $NCCLBOT_DATABASE_URL, else a SQLite file in the user data dir)",
+    )
+
+
+@contextmanager
+def store_errors_as_usage_errors() -> Iterator[None]:
+    """Database problems become the CLI's one-line exit-2 errors instead of tracebacks (for any
+    command that opens the store, `ncclbot diagnose` included)."""
+    from bot.cli import UsageError
+
+    try:
+        yield
+    except StoreError as error:
+        raise UsageError(str(error)) from error
+    except OperationalError as error:
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else "connection failed"
+        raise UsageError(f"cannot use the database: {reason}") from error
+
+
+def _print_json(document: Any) -> None:
+    json.dump(document, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _history(args: argparse.Namespace) -> int:
+    with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
+        occurrences = store.history(days=args.days, node=args.node, class_id=args.class_id)
+        runs = store.probe_runs(days=args.days, node=args.node) if args.class_id is None else []
+    if args.json:
+        _print_json(
+            {
+                "days": args.days,
+                "node": args.node,
+                "class": args.class_id,
+                "occurrences": [o.to_json() for o in occurrences],
+                "probe_runs": [r.to_json() for r in runs],
+            }
+        )
+        return 0
+    for o in occurrences:
+        cost = "" if o.gpu_hours_lost is None else f"  ~{o.gpu_hours_lost:.1f} GPU-h"
+        job = f"job {o.job_id}" if o.job_id else "no job"
+        where = o.host or "-"
+        print(f"{human_utc(o.occurred_at)}  #{o.incident_id:<5} {o.class_id:<30} {where:<20} {job}{cost}")
+    scope = "".join(
+        (f" on {args.node}" if args.node else "", f" of {args.class_id}" if args.class_id else "")
+    )
+    print(f"{len(occurrences)} occurrence(s){scope} in the last {args.days} days")
+    if runs:
+        print("probe runs:")
+        for run in runs:
+            when = human_utc(run.started_at or run.recorded_at)
+            reasons = "; ".join(str(r) for r in run.result.get("reasons", []))
+            print(f"{when}  {run.host:<20} {run.verdict:<9} {reasons}")
+    return 0
+
+
+def _incidents(args: argparse.Namespace) -> int:
+    with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
+        incidents = store.incidents(open_only=args.open)
+    if args.json:
+        _print_json({"incidents": [i.to_json() for i in incidents]})
+        return 0
+    for i in incidents:
+        hosts = ",".join(i.culprit_hosts) or "-"
+        print(
+            f"#{i.id:<5} {i.status:<8} {i.class_id:<30} {hosts:<20} x{i.occurrences:<4} "
+            f"first {human_utc(i.first_seen)}  last {human_utc(i.last_seen)}"
+        )
+    print(f"{len(incidents)} {'open ' if args.open else ''}incident(s)")
+    return 0
+
+
+def _db_upgrade(args: argparse.Namespace) -> int:
+    with store_errors_as_usage_errors():
+        url = database_url(args.database_url)
+        engine = create_store_engine(url)
+        try:
+            before = migrate.current_revision(engine)
+            after = migrate.upgrade(engine)
+        finally:
+            engine.dispose()
+    shown = engine.url.render_as_string(hide_password=True)
+    if before == after:
+        print(f"{shown}: already at revision {after}")
+    else:
+        print(f"{shown}: upgraded from {before or 'an empty database'} to revision {after}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    history = subparsers.add_parser("history", help="stored diagnoses and probe runs, newest first")
+    history.add_argument("--node", metavar="HOST", help="only this culprit node (domain ignored)")
+    history.add_argument("--class", dest="class_id", type=_class_id, metavar="CLASS", help="only this class")
+    history.add_argument("--days", type=_positive_days, default=30, help="how far back (default 30)")
+    history.add_argument("--json", action="store_true", help="print JSON")
+    _add_database_option(history)
+    history.set_defaults(handler=_history)
+
+    incidents = subparsers.add_parser("incidents", help="incidents (grouped diagnoses), latest first")
+    incidents.add_argument("--open", action="store_true", help="only open and snoozed incidents")
+    incidents.add_argument("--json", action="store_true", help="print JSON")
+    _add_database_option(incidents)
+    incidents.set_defaults(handler=_incidents)
+
+    db = subparsers.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    upgrade = db_commands.add_parser("upgrade", help="migrate the database to the newest schema")
+    _add_database_option(upgrade)
+    upgrade.set_defaults(handler=_db_upgrade)

@@ -13,6 +13,7 @@ from matcher.model import FieldValue
 from matcher.prefilter import Prefilter
 from matcher.read import Source
 from matcher.scan import match_lines
+from matcher.taxonomy import CLASSES, UNKNOWN
 
 CATALOG = load_catalog()
 
@@ -58,6 +59,17 @@ def test_keywords_are_selective_on_healthy_output() -> None:
     assert offenders == []
 
 
+# A lost peer is by definition what the surviving ranks say (TAXONOMY: "this rank only lost its peer"):
+# its evidence is cascade lines that win only when no root line exists anywhere in the bundle.
+CASCADE_ONLY_CLASSES = {"network/peer-exit"}
+
+
+def test_every_taxonomy_class_has_a_root_signature() -> None:
+    assert set(CATALOG.classes_without_root()) <= CASCADE_ONLY_CLASSES
+    named = {c for s in CATALOG for c in s.classes}
+    assert sorted(c for c in CLASSES if c != UNKNOWN and c not in named) == []
+
+
 def test_signature_ids_are_unique_across_files() -> None:
     ids = [s.id for s in CATALOG]
     assert len(ids) == len(set(ids))
@@ -98,6 +110,8 @@ def test_valid_file_loads_and_compiles(tmp_path: Path) -> None:
         (('classes = ["cuda/oom"]', 'classes = ["cuda/nope"]'), "unknown class 'cuda/nope'"),
         (('classes = ["cuda/oom"]', 'classes = ["unknown"]'), "unknown class 'unknown'"),
         (("(?P<rank>", "(?P<rnk>"), "unknown fields ['rnk']"),
+        (("pattern = '''demo", "pattern = '''(?:demo"), "pattern does not compile"),
+        (("pattern = '''demo failure on rank (?P<rank>\\d+)", "pattern = '''(?P<rank>\\d*)"), "empty string"),
         (('role = "root"', 'role = "primary"'), "bad role 'primary'"),
         (('keywords = ["demo failure"]', 'keywords = ["demo crash"]'), "no keyword occurs in match example"),
         (("on rank (?P<rank>", "on rank ((?P<rank>"), "pattern does not compile"),

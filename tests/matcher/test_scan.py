@@ -11,7 +11,7 @@ import pytest
 from matcher.catalog import load_catalog
 from matcher.model import Observation
 from matcher.read import ReadLimits, Source, iter_sources
-from matcher.scan import MAX_PER_RANK, scan
+from matcher.scan import MAX_PER_WRITER, scan
 
 CATALOG = load_catalog()
 
@@ -109,7 +109,7 @@ def test_repeated_line_is_capped_per_rank_but_every_rank_is_kept(tmp_path: Path)
     timeouts = _of(result, "watchdog-collective-timeout")
     per_rank = {o.line.rank for o in timeouts}
     assert per_rank == set(range(600))
-    assert sum(1 for o in timeouts if o.line.rank == 7) == MAX_PER_RANK
+    assert sum(1 for o in timeouts if o.line.rank == 7) == MAX_PER_WRITER
     assert result.stats.lines == 5600
 
 
@@ -213,3 +213,23 @@ def test_keywords_split_by_a_hard_wrap_are_found_in_small_pasted_excerpts(tmp_pa
 def test_lines_that_match_alone_are_not_glued_again(tmp_path: Path) -> None:
     result = _scan_text(tmp_path, [OOM, OOM.replace("rank3", "rank4")])
     assert [o.line.lineno for o in _of(result, "cuda-oom-torch")] == [1, 2]
+
+
+def test_nccl_init_lines_of_every_rank_survive_the_repetition_cap(tmp_path: Path) -> None:
+    """NCCL lines carry no rank prefix; the cap must still tell 512 writers apart (rank -> host map)."""
+    lines = [
+        f"gpu-node-{rank // 8:03d}:{4000 + rank}:{4071 + rank} [{rank % 8}] NCCL INFO comm 0x7f{rank:06x} "
+        f"rank {rank} nranks 512 cudaDev {rank % 8} busId {rank % 8 + 1}0000 - Init COMPLETE"
+        for rank in range(512)
+    ]
+    result = _scan_text(tmp_path, lines * 3)
+    inits = _of(result, "nccl-comm-init-rank")
+    assert {(o.fields["rank"], o.line.host) for o in inits} == {
+        (r, f"gpu-node-{r // 8:03d}") for r in range(512)
+    }
+
+
+def test_messages_joined_on_one_line_each_give_an_observation(tmp_path: Path) -> None:
+    joined = " ".join(WATCHDOG.format(rank=r).split("]:", 1)[1] for r in (1, 2, 6))
+    result = _scan_text(tmp_path, [joined])
+    assert [o.fields["pg_rank"] for o in _of(result, "watchdog-collective-timeout")] == [1, 2, 6]

@@ -68,3 +68,17 @@ def test_forcing_hyperscan_where_it_is_missing_is_a_clear_error(monkeypatch: pyt
     assert Prefilter(CATALOG).backend == "find"
     with pytest.raises(RuntimeError, match="hyperscan is not installed"):
         Prefilter(CATALOG, use_hyperscan=True)
+
+
+def test_default_catalog_and_its_prefilter_are_built_once_and_the_cache_stays_bounded(tmp_path) -> None:
+    from matcher import scan
+
+    assert load_catalog() is load_catalog()
+    assert scan.prefilter_for(CATALOG) is scan.prefilter_for(CATALOG)
+    (tmp_path / "one.toml").write_text(
+        '[[signature]]\nid = "x"\nclasses = []\nrole = "context"\nkeywords = ["abc"]\npattern = "abc"\n'
+        'description = "x"\nmatch = ["abc"]\nno_match = ["xyz"]\n'
+    )
+    for _ in range(10):
+        scan.prefilter_for(load_catalog(tmp_path))
+    assert len(scan._prefilters) <= scan._PREFILTER_CACHE

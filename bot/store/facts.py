@@ -1,0 +1,65 @@
+"""What an occurrence keeps of a diagnosis beyond its class: size, timeout, cost, a short excerpt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from matcher.model import Diagnosis, FieldValue
+
+# Optional fact (milliseconds between the last progress line and the failure) that an analysis may
+# add; the cost estimate uses it where present.
+SINCE_PROGRESS_FACT = "since_progress_ms"
+
+EXCERPT_LINES = 5
+EXCERPT_CHARS = 2000
+MS_PER_HOUR = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceFacts:
+    confidence: float
+    ranks: tuple[int, ...]
+    world_size: int | None
+    timeout_ms: int | None
+    since_progress_ms: int | None
+    gpu_hours_lost: float | None
+    evidence_excerpt: str
+
+
+def gpu_hours_lost(
+    world_size: int | None, timeout_ms: int | None, since_progress_ms: int | None
+) -> float | None:
+    """World size x time lost (the timeout that fired, plus the time since the last progress line where
+    known). None when the world size or the timeout is unknown: no cost beats a made-up one."""
+    if not world_size or timeout_ms is None:
+        return None
+    return world_size * (timeout_ms + (since_progress_ms or 0)) / MS_PER_HOUR
+
+
+def _as_int(value: FieldValue | None) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = int(float(value))
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+def occurrence_facts(diagnosis: Diagnosis) -> OccurrenceFacts:
+    facts = diagnosis.facts
+    # The logs may not state the world size; the ranks seen in them are a lower bound.
+    world_size = _as_int(facts.get("world_size")) or (diagnosis.stats.ranks or None)
+    timeout_ms = _as_int(facts.get("timeout_ms"))
+    since_progress_ms = _as_int(facts.get(SINCE_PROGRESS_FACT))
+    evidence = diagnosis.primary.evidence[:EXCERPT_LINES]
+    excerpt = "\n".join(f"{e.source}:{e.line}: {e.text}" for e in evidence)[:EXCERPT_CHARS]
+    return OccurrenceFacts(
+        confidence=diagnosis.primary.confidence,
+        ranks=diagnosis.culprit.ranks if diagnosis.culprit else (),
+        world_size=world_size,
+        timeout_ms=timeout_ms,
+        since_progress_ms=since_progress_ms,
+        gpu_hours_lost=gpu_hours_lost(world_size, timeout_ms, since_progress_ms),
+        evidence_excerpt=excerpt,
+    )

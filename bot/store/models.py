@@ -1,0 +1,210 @@
+"""Typed ORM models of the incident store (SQLAlchemy 2.x). The schema itself is owned by the Alembic
+migrations in `migrations/versions`; a test checks that the two agree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+# Named constraints, so that Alembic's batch mode on SQLite can find them again.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+STATUS_OPEN = "open"
+STATUS_RESOLVED = "resolved"
+STATUS_SNOOZED = "snoozed"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out, on every backend.
+
+    SQLite has no time zones: values are stored as naive UTC and given their zone back on the way out,
+    so comparisons in SQL stay correct on both databases.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("the store only accepts timezone-aware datetimes")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[Any]: JSON(),
+    }
+
+
+class Node(Base):
+    """A host as seen by the store; `cluster` is '' when unknown so the pair stays unique."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (UniqueConstraint("hostname", "cluster", name="uq_nodes_hostname_cluster"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    cluster: Mapped[str] = mapped_column(String(255), default="")
+    first_seen: Mapped[datetime]
+
+    incidents: Mapped[list[Incident]] = relationship(back_populates="node")
+    probe_runs: Mapped[list[ProbeRun]] = relationship(back_populates="node")
+
+
+class Incident(Base):
+    """Occurrences of one fingerprint close together in time: one Slack thread, one resolution."""
+
+    __tablename__ = "incidents"
+    __table_args__ = (
+        Index("ix_incidents_fingerprint_last_seen", "fingerprint", "last_seen"),
+        Index("ix_incidents_status", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(80))
+    class_id: Mapped[str] = mapped_column(String(64))
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id"), index=True)
+    culprit_hosts: Mapped[list[Any]] = mapped_column(default=list)
+    culprit_ranks: Mapped[list[Any]] = mapped_column(default=list)
+    cluster: Mapped[str | None] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16), default=STATUS_OPEN)
+    snoozed_until: Mapped[datetime | None]
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    occurrence_count: Mapped[int] = mapped_column("occurrences", Integer, default=0)
+    resolved_at: Mapped[datetime | None]
+    resolved_by: Mapped[str | None] = mapped_column(String(255))
+    resolution_fix: Mapped[str | None] = mapped_column(Text)
+    slack_channel: Mapped[str | None] = mapped_column(String(64))
+    slack_ts: Mapped[str | None] = mapped_column(String(32))
+
+    node: Mapped[Node | None] = relationship(back_populates="incidents")
+    occurrences: Mapped[list[Occurrence]] = relationship(back_populates="incident")
+
+
+class Occurrence(Base):
+    """One stored diagnosis. `class_id` and `node_id` repeat the incident's so that the recurrence
+    queries read one indexed table."""
+
+    __tablename__ = "occurrences"
+    __table_args__ = (
+        # Covering index: the per-period recurrence, cost and lemon queries read it alone (index-only
+        # scan on PostgreSQL; SQLite has no INCLUDE and gets the key columns).
+        Index(
+            "ix_occurrences_recurrence_cover",
+            "occurred_at",
+            "class_id",
+            "node_id",
+            postgresql_include=["incident_id", "gpu_hours_lost"],
+        ),
+        Index("ix_occurrences_class_id_occurred_at", "class_id", "occurred_at"),
+        Index("ix_occurrences_node_id_occurred_at", "node_id", "occurred_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id"), index=True)
+    occurred_at: Mapped[datetime]
+    source: Mapped[str] = mapped_column(String(16))
+    job_id: Mapped[str | None] = mapped_column(String(255))
+    cluster: Mapped[str | None] = mapped_column(String(255))
+    input_digest: Mapped[str] = mapped_column(String(128))
+    class_id: Mapped[str] = mapped_column(String(64))
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id"))
+    confidence: Mapped[float] = mapped_column(Float)
+    evidence_excerpt: Mapped[str] = mapped_column(Text, default="")
+    ranks: Mapped[list[Any]] = mapped_column(default=list)
+    world_size: Mapped[int | None]
+    timeout_ms: Mapped[int | None]
+    since_progress_ms: Mapped[int | None]
+    gpu_hours_lost: Mapped[float | None] = mapped_column(Float)
+
+    incident: Mapped[Incident] = relationship(back_populates="occurrences")
+
+
+# Idempotency: the same job (or no job at all) with the same input bytes is the same occurrence.
+# NULL never collides in a unique index, hence the coalesce.
+Index(
+    "uq_occurrences_job_digest",
+    func.coalesce(Occurrence.job_id, ""),
+    Occurrence.input_digest,
+    unique=True,
+)
+
+
+class ProbeRun(Base):
+    """One allreduce probe / node check run; `metrics` is the probe's whole JSON result."""
+
+    __tablename__ = "probe_runs"
+    __table_args__ = (Index("ix_probe_runs_node_id_started_at", "node_id", "started_at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id"))
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    recorded_at: Mapped[datetime]
+    verdict: Mapped[str] = mapped_column(String(32))
+    backend: Mapped[str | None] = mapped_column(String(32))
+    world_size: Mapped[int | None]
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+    node: Mapped[Node] = relationship(back_populates="probe_runs")
+
+
+class Feedback(Base):
+    """A Slack user's verdict on a diagnosis: correct, or wrong with the class it should have been."""
+
+    __tablename__ = "feedback"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id"), index=True)
+    slack_user: Mapped[str] = mapped_column(String(64))
+    correct: Mapped[bool]
+    corrected_class: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+class AuditLog(Base):
+    """Who did what, when: every change made to an incident by a person or by the bot."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(index=True)
+    actor: Mapped[str] = mapped_column(String(255))
+    action: Mapped[str] = mapped_column(String(64))
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id"), index=True)
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)

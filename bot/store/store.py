@@ -1,0 +1,462 @@
+"""`Store`: the incident store's entry point. Opens (and migrates) the database, records diagnoses and
+probe runs, changes incidents on people's behalf, and answers the queries of `bot.store.queries`."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import Engine, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from bot.store import migrate, queries
+from bot.store.engine import WRITE_OPTION, StoreError, create_store_engine
+from bot.store.facts import occurrence_facts
+from bot.store.fingerprint import culprit_hosts, diagnosis_fingerprint, normalise_host
+from bot.store.models import (
+    STATUS_OPEN,
+    STATUS_RESOLVED,
+    STATUS_SNOOZED,
+    AuditLog,
+    Feedback,
+    Incident,
+    Node,
+    Occurrence,
+    ProbeRun,
+)
+from bot.store.records import IncidentRecord, IncidentSummary, OccurrenceSummary, ProbeRunSummary
+from bot.store.recurrence import recurrence_line
+from bot.store.settings import INCIDENT_WINDOW, database_url
+from matcher.model import Diagnosis
+
+Source = Literal["cli", "slack", "webhook"]
+SOURCES: frozenset[str] = frozenset({"cli", "slack", "webhook"})
+PROBE_VERDICTS: frozenset[str] = frozenset({"healthy", "degraded", "failed"})
+
+BOT_ACTOR = "ncclbot"
+
+
+def _now(now: datetime | None) -> datetime:
+    if now is None:
+        return datetime.now(UTC)
+    if now.tzinfo is None:
+        raise StoreError("times given to the store must carry a time zone")
+    return now.astimezone(UTC)
+
+
+def _lock_key(fingerprint: str) -> int:
+    """A signed 64-bit advisory-lock key per fingerprint."""
+    return int.from_bytes(hashlib.sha256(fingerprint.encode()).digest()[:8], "big", signed=True)
+
+
+class Store:
+    """Open with `Store.open()`; close with `close()` or use as a context manager."""
+
+    def __init__(self, engine: Engine, *, incident_window: timedelta = INCIDENT_WINDOW) -> None:
+        self.engine = engine
+        self.incident_window = incident_window
+        self._read = sessionmaker(engine, expire_on_commit=False)
+        self._write = sessionmaker(engine.execution_options(**{WRITE_OPTION: True}), expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, incident_window: timedelta = INCIDENT_WINDOW) -> Store:
+        """Open the database `url` (default: NCCLBOT_DATABASE_URL, else the SQLite file in the user's data
+        directory) and bring its schema to the newest revision."""
+        engine = create_store_engine(database_url(url))
+        try:
+            migrate.upgrade(engine)
+        except Exception:
+            engine.dispose()
+            raise
+        return cls(engine, incident_window=incident_window)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- recording -----------------------------------------------------------------------------------
+
+    def record_diagnosis(
+        self,
+        diagnosis: Diagnosis,
+        *,
+        source: Source = "cli",
+        job_id: str | None = None,
+        cluster: str | None = None,
+        input_digest: str,
+        now: datetime | None = None,
+    ) -> IncidentRecord:
+        """Store one diagnosis as an occurrence and group it into an incident.
+
+        Idempotent per (job_id, input_digest): recording the same input again returns the incident it
+        went to, counting nothing. Otherwise it joins the open or snoozed incident with the same
+        fingerprint seen within the incident window, or opens a new one.
+        """
+        if source not in SOURCES:
+            raise StoreError(f"unknown source {source!r}; expected one of {', '.join(sorted(SOURCES))}")
+        if not input_digest:
+            raise StoreError("input_digest must not be empty")
+        at = _now(now)
+        try:
+            return self._record(diagnosis, source, job_id, cluster, input_digest, at)
+        except IntegrityError:
+            # The same job and input raced in under another fingerprint (another matcher version);
+            # the winner's row is there now.
+            return self._record(diagnosis, source, job_id, cluster, input_digest, at)
+
+    def _record(
+        self,
+        diagnosis: Diagnosis,
+        source: str,
+        job_id: str | None,
+        cluster: str | None,
+        input_digest: str,
+        at: datetime,
+    ) -> IncidentRecord:
+        fingerprint = diagnosis_fingerprint(diagnosis)
+        class_id = diagnosis.primary.class_id
+        hosts = culprit_hosts(diagnosis)
+        with self._write.begin() as session:
+            self._lock_fingerprint(session, fingerprint)
+            earlier = session.scalar(
+                select(Occurrence).where(
+                    Occurrence.job_id.is_(None) if job_id is None else Occurrence.job_id == job_id,
+                    Occurrence.input_digest == input_digest,
+                )
+            )
+            if earlier is not None:
+                return self._incident_record(session, earlier, new_incident=False, duplicate=True)
+
+            node = self._node(session, hosts[0], cluster, at) if hosts else None
+            incident = self._open_incident_for(session, fingerprint, cluster, at)
+            new_incident = incident is None
+            if incident is None:
+                incident = Incident(
+                    fingerprint=fingerprint,
+                    class_id=class_id,
+                    node_id=node.id if node else None,
+                    culprit_hosts=list(hosts),
+                    culprit_ranks=list(diagnosis.culprit.ranks) if diagnosis.culprit else [],
+                    cluster=cluster,
+                    status=STATUS_OPEN,
+                    first_seen=at,
+                    last_seen=at,
+                    occurrence_count=1,
+                )
+                session.add(incident)
+            else:
+                incident.occurrence_count = Incident.occurrence_count + 1
+                incident.first_seen = min(incident.first_seen, at)
+                incident.last_seen = max(incident.last_seen, at)
+                if incident.status == STATUS_SNOOZED and (
+                    incident.snoozed_until is None or incident.snoozed_until <= at
+                ):
+                    incident.status, incident.snoozed_until = STATUS_OPEN, None
+            session.flush()
+            facts = occurrence_facts(diagnosis)
+            occurrence = Occurrence(
+                incident_id=incident.id,
+                occurred_at=at,
+                source=source,
+                job_id=job_id,
+                cluster=cluster,
+                input_digest=input_digest,
+                class_id=class_id,
+                node_id=node.id if node else None,
+                confidence=facts.confidence,
+                evidence_excerpt=facts.evidence_excerpt,
+                ranks=list(facts.ranks),
+                world_size=facts.world_size,
+                timeout_ms=facts.timeout_ms,
+                since_progress_ms=facts.since_progress_ms,
+                gpu_hours_lost=facts.gpu_hours_lost,
+            )
+            session.add(occurrence)
+            session.flush()
+            session.refresh(incident)
+            return self._incident_record(session, occurrence, new_incident=new_incident, duplicate=False)
+
+    def _lock_fingerprint(self, session: Session, fingerprint: str) -> None:
+        """Serialise writers of one fingerprint so that counts never lose an update. SQLite needs
+        nothing more: the write transaction began with BEGIN IMMEDIATE, which takes the database lock."""
+        if self.engine.dialect.name == "postgresql":
+            session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(fingerprint)})
+
+    def _open_incident_for(
+        self, session: Session, fingerprint: str, cluster: str | None, at: datetime
+    ) -> Incident | None:
+        """The incident this occurrence joins: same fingerprint and cluster, not resolved, seen within
+        the window (either side, so that late-arriving diagnoses group too)."""
+        window = self.incident_window
+        return session.scalar(
+            select(Incident)
+            .where(
+                Incident.fingerprint == fingerprint,
+                Incident.cluster.is_(None) if cluster is None else Incident.cluster == cluster,
+                Incident.status != STATUS_RESOLVED,
+                Incident.last_seen >= at - window,
+                Incident.first_seen <= at + window,
+            )
+            .order_by(Incident.last_seen.desc())
+            .limit(1)
+        )
+
+    def _node(self, session: Session, hostname: str, cluster: str | None, at: datetime) -> Node:
+        """Get or create; concurrent writers of different fingerprints may race for the same node.
+
+        Without a cluster, a hostname known in exactly one cluster is that node (a probe launched by
+        hand rarely says which cluster it ran in)."""
+        hostname, cluster_key = normalise_host(hostname), cluster or ""
+        if cluster is None:
+            known = session.scalars(select(Node).where(Node.hostname == hostname).limit(2)).all()
+            if len(known) == 1:
+                return known[0]
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        session.execute(
+            dialect.insert(Node)
+            .values(hostname=hostname, cluster=cluster_key, first_seen=at)
+            .on_conflict_do_nothing(index_elements=["hostname", "cluster"])
+        )
+        return session.scalars(
+            select(Node).where(Node.hostname == hostname, Node.cluster == cluster_key)
+        ).one()
+
+    def _incident_record(
+        self, session: Session, occurrence: Occurrence, *, new_incident: bool, duplicate: bool
+    ) -> IncidentRecord:
+        incident = session.get_one(Incident, occurrence.incident_id)
+        node = session.get(Node, occurrence.node_id) if occurrence.node_id is not None else None
+        line = recurrence_line(
+            session,
+            class_id=occurrence.class_id,
+            node_id=occurrence.node_id,
+            hostname=node.hostname if node else None,
+            cluster=occurrence.cluster,
+            at=occurrence.occurred_at,
+        )
+        return IncidentRecord(
+            id=incident.id,
+            fingerprint=incident.fingerprint,
+            class_id=incident.class_id,
+            occurrences=incident.occurrence_count,
+            first_seen=incident.first_seen,
+            last_seen=incident.last_seen,
+            status=incident.status,
+            culprit_hosts=tuple(incident.culprit_hosts),
+            cluster=incident.cluster,
+            occurrence_id=occurrence.id,
+            new_incident=new_incident,
+            duplicate=duplicate,
+            recurrence_line=line,
+            slack_channel=incident.slack_channel,
+            slack_ts=incident.slack_ts,
+        )
+
+    def record_probe_run(
+        self,
+        result: dict[str, Any],
+        *,
+        node: str,
+        cluster: str | None = None,
+        started: datetime | None = None,
+        finished: datetime | None = None,
+    ) -> int:
+        """Store a probe's JSON result for `node`; returns the ProbeRun id."""
+        verdict = result.get("verdict")
+        if verdict not in PROBE_VERDICTS:
+            raise StoreError(f"probe result has no valid verdict (got {verdict!r})")
+        if not node.strip():
+            raise StoreError("a probe run needs the node it ran on")
+        recorded = _now(None)
+        world_size = result.get("world_size")
+        with self._write.begin() as session:
+            node_row = self._node(session, node, cluster, recorded)
+            run = ProbeRun(
+                node_id=node_row.id,
+                started_at=None if started is None else _now(started),
+                finished_at=None if finished is None else _now(finished),
+                recorded_at=recorded,
+                verdict=verdict,
+                backend=result.get("backend"),
+                world_size=world_size if isinstance(world_size, int) else None,
+                metrics=result,
+            )
+            session.add(run)
+            session.flush()
+            return run.id
+
+    # -- people acting on incidents (the Slack app calls these) ---------------------------------------
+
+    def _change_incident(
+        self,
+        incident_id: int,
+        actor: str,
+        action: str,
+        detail: dict[str, Any],
+        at: datetime,
+        change: Callable[[Incident], None],
+    ) -> IncidentSummary:
+        """Apply `change` to one incident and log it, in one transaction."""
+        with self._write.begin() as session:
+            incident = session.get(Incident, incident_id)
+            if incident is None:
+                raise StoreError(f"no incident with id {incident_id}")
+            change(incident)
+            session.add(AuditLog(at=at, actor=actor, action=action, incident_id=incident_id, detail=detail))
+        return self._summary(incident_id)
+
+    def resolve_incident(
+        self, incident_id: int, who: str, fix: str | None, *, now: datetime | None = None
+    ) -> IncidentSummary:
+        """Mark resolved by `who` with `fix` (free text naming what was done, e.g. "drained node")."""
+        at = _now(now)
+        fix_text = fix.strip() if fix and fix.strip() else None
+
+        def resolve(incident: Incident) -> None:
+            incident.status, incident.snoozed_until = STATUS_RESOLVED, None
+            incident.resolved_at, incident.resolved_by, incident.resolution_fix = at, who, fix_text
+
+        return self._change_incident(incident_id, who, "resolve", {"fix": fix_text}, at, resolve)
+
+    def snooze(
+        self, incident_id: int, who: str, until: datetime, *, now: datetime | None = None
+    ) -> IncidentSummary:
+        """Keep the incident open but quiet until `until`; a recurrence after that reopens it."""
+        at, until_utc = _now(now), _now(until)
+        if until_utc <= at:
+            raise StoreError("a snooze must end in the future")
+
+        def quiet(incident: Incident) -> None:
+            if incident.status == STATUS_RESOLVED:
+                raise StoreError(f"incident {incident_id} is resolved; nothing to snooze")
+            incident.status, incident.snoozed_until = STATUS_SNOOZED, until_utc
+
+        return self._change_incident(incident_id, who, "snooze", {"until": until_utc.isoformat()}, at, quiet)
+
+    def set_slack_message(self, incident_id: int, channel: str, ts: str) -> None:
+        """Remember the incident's one Slack message so that repeats edit it instead of posting anew."""
+
+        def attach(incident: Incident) -> None:
+            incident.slack_channel, incident.slack_ts = channel, ts
+
+        self._change_incident(
+            incident_id, BOT_ACTOR, "slack-message", {"channel": channel, "ts": ts}, _now(None), attach
+        )
+
+    def record_feedback(
+        self,
+        incident_id: int,
+        slack_user: str,
+        *,
+        correct: bool,
+        corrected_class: str | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        if correct and corrected_class:
+            raise StoreError("feedback that says the diagnosis is correct cannot name another class")
+        at = _now(now)
+        with self._write.begin() as session:
+            if session.get(Incident, incident_id) is None:
+                raise StoreError(f"no incident with id {incident_id}")
+            feedback = Feedback(
+                incident_id=incident_id,
+                slack_user=slack_user,
+                correct=correct,
+                corrected_class=corrected_class,
+                created_at=at,
+            )
+            session.add(feedback)
+            session.add(
+                AuditLog(
+                    at=at,
+                    actor=slack_user,
+                    action="feedback",
+                    incident_id=incident_id,
+                    detail={"correct": correct, "corrected_class": corrected_class},
+                )
+            )
+            session.flush()
+            return feedback.id
+
+    def audit(
+        self,
+        actor: str,
+        action: str,
+        *,
+        incident_id: int | None = None,
+        detail: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Log an action that changes nothing in the store itself (a probe launched, a digest posted)."""
+        with self._write.begin() as session:
+            entry = AuditLog(
+                at=_now(now), actor=actor, action=action, incident_id=incident_id, detail=detail or {}
+            )
+            session.add(entry)
+            session.flush()
+            return entry.id
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def _summary(self, incident_id: int) -> IncidentSummary:
+        with self._read() as session:
+            for summary in queries.list_incidents(session, open_only=False, ids=[incident_id]):
+                return summary
+        raise StoreError(f"no incident with id {incident_id}")
+
+    def incident(self, incident_id: int) -> IncidentSummary:
+        return self._summary(incident_id)
+
+    def incidents(self, *, open_only: bool = False, limit: int = 200) -> list[IncidentSummary]:
+        with self._read() as session:
+            return queries.list_incidents(session, open_only=open_only, limit=limit)
+
+    def history(
+        self,
+        *,
+        days: int = 30,
+        node: str | None = None,
+        class_id: str | None = None,
+        now: datetime | None = None,
+    ) -> list[OccurrenceSummary]:
+        with self._read() as session:
+            return queries.history(session, now=_now(now), days=days, node=node, class_id=class_id)
+
+    def probe_runs(
+        self, *, days: int = 30, node: str | None = None, now: datetime | None = None
+    ) -> Sequence[ProbeRunSummary]:
+        with self._read() as session:
+            return queries.probe_runs(session, now=_now(now), days=days, node=node)
+
+    def recurrence(
+        self, *, by: queries.Grouping, days: int, now: datetime | None = None
+    ) -> list[queries.RecurrenceRow]:
+        with self._read() as session:
+            return queries.recurrence(session, by=by, days=days, now=_now(now))
+
+    def lemon_nodes(self, *, days: int = 30, now: datetime | None = None) -> list[queries.LemonNode]:
+        with self._read() as session:
+            return queries.lemon_nodes(session, days=days, now=_now(now))
+
+    def gpu_hours_lost(
+        self, *, by: queries.Grouping, days: int, now: datetime | None = None
+    ) -> list[queries.CostRow]:
+        with self._read() as session:
+            return queries.gpu_hours_lost(session, by=by, days=days, now=_now(now))
+
+    def mttr(self, *, days: int, now: datetime | None = None) -> list[queries.MttrRow]:
+        with self._read() as session:
+            return queries.mttr(session, days=days, now=_now(now))
+
+    def fix_effectiveness(self, *, now: datetime | None = None) -> list[queries.FixEffectiveness]:
+        with self._read() as session:
+            return queries.fix_effectiveness(session, now=_now(now))
