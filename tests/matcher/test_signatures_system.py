@@ -280,3 +280,20 @@ def test_an_unreachable_peer_names_the_class_without_blaming_the_rank_that_repor
     assert diagnosis.primary.class_id == "network/interface-selection"
     assert diagnosis.culprit is None
     assert diagnosis.facts.get("peer") == "192.168.19.14"
+
+
+def test_loopback_is_evidence_only_when_it_implies_a_multi_host_misresolution(tmp_path: Path) -> None:
+    one_host = (
+        "[rank1]: RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+        "closed by peer [127.0.0.1]:29811\n"
+    )
+    assert _diagnose(tmp_path / "a", ("rank1.log", one_host)).primary.class_id == "network/peer-exit"
+
+    many_hosts = (
+        "[rank9]: RuntimeError: Gloo connectFullMesh failed with "
+        "[/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n"
+        "  (rank=9, size=24, local=[127.0.0.1])\n"
+    )
+    diagnosis = _diagnose(tmp_path / "b", ("rank9.log", many_hosts))
+    assert diagnosis.primary.class_id == "network/interface-selection"
+    assert diagnosis.facts.get("world_size") == 24
