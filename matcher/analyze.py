@@ -1,5 +1,180 @@
-"""Cross-rank analysis: observations (+ Flight Recorder findings) -> ranked classes, symptom, culprit.
+"""Cross-rank analysis: observations (+ a Flight Recorder finding) -> ranked classes, symptom, culprit.
 
-OWNER: analysis helper. Interface:
-`analyze(scan: ScanResult, fr: FRFinding | None) -> Diagnosis`.
+`analyze(scan, fr)` is a pure function. Root lines anywhere in the bundle decide the class; cascade
+lines (what waiting or abandoned ranks say) only establish the symptom, and their own classes (peer
+exit) win only when no root line exists. Without any root line the timeout family is split with context
+clues, the cross-rank table and Flight Recorder (`matcher.timeouts`); the culprit follows the rules of
+`matcher.culprit`.
 """
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from matcher import crossrank, scoring
+from matcher.crossrank import TableVerdict
+from matcher.culprit import decide
+from matcher.model import (
+    KNOWN_FIELDS,
+    ClassScore,
+    Culprit,
+    Diagnosis,
+    Evidence,
+    FieldValue,
+    FRFinding,
+    Observation,
+    ScanResult,
+)
+from matcher.rankmap import build_rank_map
+from matcher.taxonomy import CLASSES, UNKNOWN, title
+from matcher.timeouts import RANK0, infer
+
+MAX_CLASSES = 5
+UNKNOWN_ALONE_CONFIDENCE = 0.3
+# Most telling first: what the healthy ranks were doing beats how they were torn down.
+SYMPTOM_ORDER = (
+    "collective-timeout",
+    "watchdog-hang",
+    "missing-rank",
+    "communicator-aborted",
+    "nccl-error",
+    "remote-error",
+    "peer-closed",
+    "connection-reset",
+    "store-lost",
+    "task-killed",
+    "sigkill",
+    "sigabrt",
+    "child-failed",
+    "process-teardown",
+)
+_CONTEXT_FACTS = ("nccl_version", "torch_version", "cuda_version", "driver_version", "world_size")
+_TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")
+# Xids that usually mean an application fault (bad address, illegal instruction) rather than hardware.
+_APPLICATION_XIDS = {"13", "31", "43"}
+
+
+def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
+    observations = list(scan.observations)
+    rm = build_rank_map(observations, scan.sources)
+    roots = scoring.by_class(observations, "root")
+    cascades = [o for o in observations if o.role == "cascade"]
+    table = crossrank.judge(observations, rm)
+
+    masses: dict[str, float] = {}
+    support: dict[str, list[Observation]] = {}
+    extra_evidence: dict[str, tuple[Evidence, ...]] = {}
+    if roots:
+        for cls, obs in roots.items():
+            masses[cls] = scoring.mass(obs, rm)
+            support[cls] = obs
+        _demote_application_xids(roots, masses)
+        for cls, obs in scoring.by_class(observations, "cascade").items():
+            if cls not in masses:  # listed as a runner-up only
+                masses[cls] = 0.1 * scoring.mass(obs, rm)
+                support[cls] = obs
+    else:
+        for cls, obs in scoring.by_class(observations, "cascade").items():
+            masses[cls] = scoring.CASCADE_DISCOUNT * scoring.mass(obs, rm)
+            support[cls] = obs
+        inference = infer(observations, cascades, table, fr, rm)
+        for cls, amount in inference.masses.items():
+            masses[cls] = masses.get(cls, 0.0) + amount
+            support.setdefault(cls, []).extend(inference.evidence.get(cls, []))
+    if fr is not None and fr.evidence:
+        for cls in masses:
+            if cls.startswith("timeout/") or cls == UNKNOWN:
+                extra_evidence[cls] = fr.evidence[:1]
+
+    pinned = [o for o in table.evidence if rm.rank(o) in table.culprits]
+    ranked = _rank(masses, support, cascades, extra_evidence, pinned)
+    primary = ranked[0].class_id
+    rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
+    decision = decide(primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue)
+    facts = _facts(primary, support.get(primary, []), observations, table, decision.culprit)
+    return Diagnosis(
+        diagnoses=ranked,
+        culprit=decision.culprit,
+        symptom=_symptom(cascades, fr),
+        stats=replace(scan.stats, ranks=max(scan.stats.ranks, len(rm.known))),
+        facts=facts,
+        no_culprit_reason=decision.no_culprit_reason,
+    )
+
+
+def _demote_application_xids(roots: dict[str, list[Observation]], masses: dict[str, float]) -> None:
+    xid_obs = roots.get("hardware/gpu-xid", [])
+    xids = {str(o.fields.get("xid")) for o in xid_obs}
+    if xid_obs and "cuda/illegal-access" in masses and xids <= _APPLICATION_XIDS:
+        masses["hardware/gpu-xid"] *= 0.4
+
+
+def _rank(
+    masses: dict[str, float],
+    support: dict[str, list[Observation]],
+    cascades: list[Observation],
+    extra_evidence: dict[str, tuple[Evidence, ...]],
+    pinned: list[Observation],
+) -> tuple[ClassScore, ...]:
+    known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
+    if not known or set(known) == {UNKNOWN}:
+        evidence = scoring.excerpts(cascades)
+        return (ClassScore(UNKNOWN, UNKNOWN_ALONE_CONFIDENCE, title(UNKNOWN), evidence),)
+    conf = scoring.confidences(known)
+    order = sorted(conf, key=lambda c: (-conf[c], c))[:MAX_CLASSES]
+    scores = []
+    for cls in order:
+        backing = support.get(cls, [])
+        first = [o for o in pinned if o in backing] if cls.startswith("timeout/") else []
+        evidence = scoring.excerpts(backing or cascades, pinned=first)
+        evidence = (evidence + extra_evidence.get(cls, ()))[: scoring.EVIDENCE_PER_CLASS]
+        scores.append(ClassScore(cls, round(conf[cls], 4), title(cls), evidence))
+    return tuple(scores)
+
+
+def _symptom(cascades: list[Observation], fr: FRFinding | None) -> str | None:
+    seen = Counter(o.symptom for o in cascades if o.symptom)
+    if seen:
+        return min(
+            seen,
+            key=lambda s: (SYMPTOM_ORDER.index(s) if s in SYMPTOM_ORDER else len(SYMPTOM_ORDER), -seen[s]),
+        )
+    if fr is not None and fr.kind != "no-issue":
+        return "collective-timeout"  # dumps are written when the watchdog fires
+    return None
+
+
+def _facts(
+    primary: str,
+    primary_obs: list[Observation],
+    observations: list[Observation],
+    table: TableVerdict,
+    culprit: Culprit | None,
+) -> dict[str, FieldValue]:
+    facts: dict[str, FieldValue] = {}
+    for obs in sorted(primary_obs, key=scoring.chronological_key):
+        for key, value in obs.fields.items():
+            if key in KNOWN_FIELDS:
+                facts.setdefault(key, value)
+    for key in _TABLE_FACTS:
+        value = getattr(table, key)
+        if value is not None and (primary.startswith("timeout/") or primary == UNKNOWN or key not in facts):
+            facts.setdefault(key, value)
+    for obs in observations:
+        if obs.role == "context":
+            for key in _CONTEXT_FACTS:
+                if key in obs.fields:
+                    facts.setdefault(key, obs.fields[key])
+    # A rank/host taken from one evidence line would be mistaken for the culprit downstream.
+    facts.pop("rank", None)
+    facts.pop("host", None)
+    if culprit is not None:
+        if culprit.ranks:
+            facts["culprit_rank"] = culprit.ranks[0]
+        if culprit.hosts:
+            facts["culprit_host"] = culprit.hosts[0]
+    return facts
+
+
+__all__ = ["analyze"]

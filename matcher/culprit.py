@@ -1,0 +1,289 @@
+"""Naming the rank(s) / host(s) that started the failure, or saying why nobody can be named.
+
+A wrong culprit is worse than none, so only these count: root lines on specific ranks or hosts (the
+first in time when several ranks hit the same error), the host with Xid lines, a Flight Recorder
+finding, the cross-rank table (lagging, absent or disagreeing ranks), torchrun's root-cause block when
+the rank died of a root-class reason, and for rank0-only-work the main process itself.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from matcher.crossrank import TableVerdict
+from matcher.model import Culprit, FRFinding, Observation
+from matcher.rankmap import RankMap, as_int
+from matcher.taxonomy import title
+from matcher.timeouts import MISSING_RANK, RANK0
+
+XID_CLASS = "hardware/gpu-xid"
+PEER_EXIT = "network/peer-exit"
+# Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
+_NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
+# Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
+# X, but Rank 0 is running Y"): the writer is not the odd one out, only a vote across ranks can tell.
+_REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
+# Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent.
+_COLLATERAL_EXIT_CODES = {-6, -15, 6, 15}
+SIMULTANEOUS_S = 1.0
+# How a culprit reason names what happened ("rank 5 (gpu-node-017) hit CUDA out of memory at ...").
+_FAILURE_PHRASES = {
+    "cuda/oom": "CUDA out of memory",
+    "cuda/illegal-access": "an illegal memory access / device-side assert",
+    "system/host-oom": "the host OOM killer",
+    "hardware/gpu-xid": "a GPU hardware fault",
+    "network/ib-rdma": "an InfiniBand / RoCE transport error",
+    "network/roce-gid": "a RoCE GID mismatch",
+    "network/efa-ofi": "an EFA / libfabric error",
+    "network/interface-selection": "a wrong network interface",
+    "shm/dev-shm": "a full /dev/shm",
+    "system/memlock": "a too-low locked-memory limit",
+    "system/fabric-manager": "a missing NVSwitch fabric manager",
+    "p2p/pcie-acs": "a PCIe peer-to-peer failure",
+    "rendezvous/store": "a rendezvous / TCPStore failure",
+    "config/version-mismatch": "a version mismatch",
+    "nccl/nvls-or-algorithm": "an NCCL algorithm failure",
+    "timeout/asymmetric-collectives": "a collective mismatch",
+}
+
+
+def _failure(class_id: str) -> str:
+    return _FAILURE_PHRASES.get(class_id, f"'{title(class_id)}'")
+
+
+@dataclass(frozen=True, slots=True)
+class CulpritDecision:
+    culprit: Culprit | None
+    no_culprit_reason: str | None
+
+
+def _clock(t: float | None) -> str:
+    return "" if t is None else " at " + time.strftime("%H:%M:%S", time.gmtime(t))
+
+
+def _who(ranks: Iterable[int], hosts: Iterable[str], rm: RankMap) -> str:
+    ranks, hosts = list(ranks), list(hosts)
+    if ranks:
+        parts = []
+        for r in ranks:
+            host = rm.host_of.get(r)
+            parts.append(f"rank {r} ({host})" if host else f"rank {r}")
+        return ", ".join(parts)
+    return "host " + ", ".join(hosts)
+
+
+def _hosts_for(ranks: Iterable[int], observations: Iterable[Observation], rm: RankMap) -> tuple[str, ...]:
+    hosts = [rm.host_of[r] for r in ranks if r in rm.host_of]
+    hosts += [h for h in (rm.host(o) for o in observations) if h]
+    if not hosts and len(rm.hosts) == 1:
+        hosts = list(rm.hosts)  # a single-node job: whichever rank it is, it ran there
+    return tuple(dict.fromkeys(hosts))
+
+
+def _first_time(observations: Iterable[Observation]) -> float | None:
+    times = [o.line.time for o in observations if o.line.time is not None]
+    return min(times) if times else None
+
+
+def _relative_to_cascade(t: float | None, cascades: list[Observation]) -> str:
+    later = [o.line.time for o in cascades if o.line.time is not None and t is not None and o.line.time > t]
+    if t is None or not later:
+        return ""
+    return f", {min(later) - t:.0f} s before the other ranks failed"
+
+
+def decide(
+    primary: str,
+    root_obs: list[Observation],
+    cascades: list[Observation],
+    observations: list[Observation],
+    table: TableVerdict,
+    fr: FRFinding | None,
+    rm: RankMap,
+    rank0_clue: Observation | None,
+) -> CulpritDecision:
+    if primary in _NO_CULPRIT_CLASSES:
+        return CulpritDecision(
+            None, f"{title(primary)}: a job-wide configuration problem, not one rank's fault"
+        )
+    if root_obs and primary in _REPORTER_IS_NOT_CULPRIT:
+        voted = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
+        return voted or CulpritDecision(
+            None, "the mismatch report names the two ranks that disagree, not which of them is the odd one"
+        )
+    if root_obs:
+        decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
+        if decision.culprit is not None:
+            return decision
+        fallback = _from_fr_or_table(fr, table, rm) or _from_torchrun(observations, rm)
+        if fallback is None and primary == RANK0:
+            return decide(primary, [], cascades, observations, table, fr, rm, root_obs[0])
+        return fallback or decision
+    if primary == PEER_EXIT:
+        peer = _from_peer(cascades, rm)
+        if peer:
+            return peer
+    evidence_based = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
+    if evidence_based:
+        return evidence_based
+    if primary == RANK0 and _rank0_implicated(rank0_clue, root_obs, table, rm):
+        host = rm.host_of.get(0)
+        what = f" ({rank0_clue.line.text.strip()[:80]})" if rank0_clue is not None else ""
+        reason = f"rank 0 was busy with solo work{what} while its peers waited"
+        if table.seqnum is not None:
+            reason += f" in collective #{table.seqnum} ({table.optype or 'unknown op'}) until the timeout"
+        return CulpritDecision(Culprit((0,), (host,) if host else (), reason), None)
+    if table.kind == "all-stuck":
+        return CulpritDecision(None, table.detail)
+    if fr is not None and fr.kind == "all-stuck":
+        return CulpritDecision(None, fr.reason)
+    # Without a root line, a rank that exited with a plain error may only have seen the aborted
+    # communicator; only a death by signal (SIGKILL, SIGSEGV, SIGBUS...) marks it as the first to go.
+    torchrun = _from_torchrun(observations, rm, signals_only=True)
+    if torchrun:
+        return torchrun
+    if table.seqnum is not None:
+        return CulpritDecision(
+            None,
+            "the ranks that logged the timeout all wait in the same collective and no log shows which rank "
+            "never arrived (no rank behind, none missing); Flight Recorder dumps of every rank would tell",
+        )
+    return CulpritDecision(None, "no line names a failing rank or host")
+
+
+def _rank0_implicated(
+    clue: Observation | None, root_obs: list[Observation], table: TableVerdict, rm: RankMap
+) -> bool:
+    """Rank 0 is named only when a line ties the solo work to it or the others visibly waited for it."""
+    if clue is not None and rm.rank(clue) in (0, None):
+        return True
+    if any(rm.rank(o) in (0, None) for o in root_obs):
+        return True
+    return table.culprits == (0,) or (bool(table.reporters) and 0 not in table.reporters)
+
+
+def _from_root_lines(
+    primary: str,
+    root_obs: list[Observation],
+    cascades: list[Observation],
+    table: TableVerdict,
+    fr: FRFinding | None,
+    rm: RankMap,
+) -> CulpritDecision:
+    label = _failure(primary)
+    if primary == XID_CLASS:
+        hosts = tuple(dict.fromkeys(h for h in (rm.host(o) for o in root_obs) if h))
+        if hosts:
+            flagged = set(fr.culprit_ranks if fr else ()) | set(table.culprits)
+            ranks = tuple(
+                sorted(
+                    {r for r in (rm.rank(o) for o in root_obs) if r is not None}
+                    | {r for r in flagged if rm.host_of.get(r) in hosts}
+                )
+            )
+            xids = sorted({str(o.fields["xid"]) for o in root_obs if "xid" in o.fields})
+            what = f"Xid {', '.join(xids)}" if xids else "a GPU hardware fault"
+            t = _first_time(root_obs)
+            reason = f"host {', '.join(hosts)} logged {what}{_clock(t)}{_relative_to_cascade(t, cascades)}"
+            return CulpritDecision(Culprit(ranks, hosts, reason), None)
+
+    first_by_rank: dict[int, float] = {}
+    for obs in root_obs:
+        rank = rm.rank(obs)
+        if rank is not None:
+            t = obs.line.time if obs.line.time is not None else math.inf
+            first_by_rank[rank] = min(first_by_rank.get(rank, math.inf), t)
+    everyone = rm.all_ranks()
+    if first_by_rank:
+        ordered = sorted(first_by_rank, key=lambda r: (first_by_rank[r], r))
+        earliest = first_by_rank[ordered[0]]
+        everyone_hit = len(ordered) > 1 and len(everyone) > 1 and set(ordered) >= everyone
+        many_hit = everyone_hit or (len(ordered) > 2 and 4 * len(ordered) > len(everyone))
+        if many_hit:
+            # Only a clear lead in time singles one rank out of many that hit the same error.
+            if math.isinf(earliest):
+                return CulpritDecision(
+                    None, f"{len(ordered)} ranks hit {label} and no timestamp tells which was first"
+                )
+            if first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S:
+                return CulpritDecision(
+                    None,
+                    f"{len(ordered)} ranks hit {label} at about the same time: none stands out",
+                )
+            chosen = ordered[:1]
+        else:
+            chosen = ordered
+        hosts = _hosts_for(chosen, [o for o in root_obs if rm.rank(o) in chosen], rm)
+        t = min(first_by_rank[r] for r in chosen)
+        t_opt = None if math.isinf(t) else t
+        when = _clock(t_opt) + _relative_to_cascade(t_opt, cascades)
+        reason = f"{_who(chosen, (), rm)} hit {label}{when}"
+        return CulpritDecision(Culprit(tuple(chosen), hosts, reason), None)
+
+    hosts = tuple(dict.fromkeys(h for h in (rm.host(o) for o in root_obs) if h))
+    if len(hosts) == 1:
+        t = _first_time(root_obs)
+        reason = f"host {hosts[0]} logged {label}{_clock(t)}{_relative_to_cascade(t, cascades)}"
+        return CulpritDecision(Culprit((), hosts, reason), None)
+    if len(hosts) > 1:
+        return CulpritDecision(None, f"{label} was logged on {len(hosts)} hosts; no single host stands out")
+    return CulpritDecision(None, f"the lines reporting {label} carry no rank or host")
+
+
+def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) -> CulpritDecision | None:
+    if fr is not None and fr.culprit_ranks:
+        ranks = fr.culprit_ranks
+        return CulpritDecision(
+            Culprit(ranks, _hosts_for(ranks, (), rm), f"Flight Recorder: {fr.reason}"), None
+        )
+    if table.culprits:
+        ranks = table.culprits
+        return CulpritDecision(Culprit(ranks, _hosts_for(ranks, (), rm), table.detail), None)
+    return None
+
+
+def _from_missing_rank_reports(cascades: list[Observation], rm: RankMap) -> CulpritDecision | None:
+    """Monitored-barrier and desync-debug reports name the rank(s) that never arrived."""
+    reports = [o for o in cascades if o.symptom == MISSING_RANK and "rank" in o.fields]
+    ranks = tuple(sorted({r for r in (as_int(o.fields["rank"]) for o in reports) if r is not None}))
+    if not ranks:
+        return None
+    reason = f"{_who(ranks, (), rm)} never arrived: {reports[0].line.text.strip()[:160]}"
+    return CulpritDecision(Culprit(ranks, _hosts_for(ranks, (), rm), reason), None)
+
+
+def _from_peer(cascades: list[Observation], rm: RankMap) -> CulpritDecision | None:
+    peers = {str(o.fields["peer"]) for o in cascades if "peer" in o.fields}
+    hosts = tuple(sorted({p.split("<")[0].rsplit(":", 1)[0] if "<" in p else p for p in peers}))
+    if len(hosts) != 1:
+        return None
+    return CulpritDecision(
+        Culprit(
+            (), hosts, f"the surviving ranks lost their connection to {hosts[0]}: its process exited first"
+        ),
+        None,
+    )
+
+
+def _from_torchrun(
+    observations: list[Observation], rm: RankMap, signals_only: bool = False
+) -> CulpritDecision | None:
+    """torchrun's Root Cause entry, when that rank died of something other than collateral signals."""
+    failed: dict[int, Observation] = {}
+    for obs in observations:
+        rank, code = as_int(obs.fields.get("rank")), as_int(obs.fields.get("exit_code"))
+        if rank is None or code is None or code in _COLLATERAL_EXIT_CODES or code == 0:
+            continue
+        if signals_only and code > 0:
+            continue
+        if "root" in obs.signature or rank not in failed:
+            failed[rank] = obs
+    if len(failed) != 1:
+        return None
+    rank, obs = next(iter(failed.items()))
+    host = rm.host(obs)
+    reason = f"torchrun reports rank {rank} as the first failure (exit code {obs.fields.get('exit_code')})"
+    return CulpritDecision(Culprit((rank,), (host,) if host else (), reason), None)

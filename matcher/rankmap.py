@@ -1,0 +1,110 @@
+"""Who is who: global rank <-> host <-> GPU, and which ranks the bundle knows about.
+
+Sources, strongest first: NCCL init context lines (fields rank, host, device, world_size, on a line whose
+`host:pid` prefix ties later NCCL lines of the same process to that rank), rank/host attributes the reader
+peeled off line prefixes or file paths, torchrun failure entries (rank, host, exit code) and per-file
+summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from matcher.model import FieldValue, Observation, SourceSummary
+
+
+def as_int(value: FieldValue | None) -> int | None:
+    if value is None or isinstance(value, float):
+        return None if value is None else int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+@dataclass(slots=True)
+class RankMap:
+    host_of: dict[int, str] = field(default_factory=dict)
+    device_of: dict[int, str] = field(default_factory=dict)
+    rank_of_process: dict[tuple[str, int], int] = field(default_factory=dict)  # (host, pid) -> rank
+    known: set[int] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    world_size: int | None = None
+
+    def rank(self, obs: Observation) -> int | None:
+        """The global rank an observation belongs to, or None when nothing ties it to one."""
+        rank = as_int(obs.fields.get("rank"))
+        if rank is not None:
+            return rank
+        if obs.line.rank is not None:
+            return obs.line.rank
+        host, pid = self.host(obs), obs.line.pid
+        if host is not None and pid is not None:
+            return self.rank_of_process.get((host, pid))
+        return None
+
+    def host(self, obs: Observation) -> str | None:
+        host = obs.fields.get("host")
+        if host is not None:
+            return str(host)
+        if obs.line.host is not None:
+            return obs.line.host
+        rank = as_int(obs.fields.get("rank"))
+        if rank is None:
+            rank = obs.line.rank
+        return self.host_of.get(rank) if rank is not None else None
+
+    def ranks_on(self, host: str) -> list[int]:
+        return sorted(r for r, h in self.host_of.items() if h == host)
+
+    def all_ranks(self) -> set[int]:
+        if self.world_size and self.world_size > len(self.known):
+            return set(range(self.world_size))
+        return set(self.known)
+
+
+def build_rank_map(observations: Iterable[Observation], sources: Iterable[SourceSummary]) -> RankMap:
+    rm = RankMap()
+    for summary in sources:
+        if summary.rank is not None:
+            rm.known.add(summary.rank)
+            if summary.host:
+                rm.host_of.setdefault(summary.rank, summary.host)
+        rm.known.update(summary.ranks_seen)
+        if summary.host:
+            rm.hosts.add(summary.host)
+    for obs in observations:
+        line_host = obs.line.host
+        if line_host:
+            rm.hosts.add(line_host)
+        if obs.line.rank is not None:
+            rm.known.add(obs.line.rank)
+            if line_host:
+                rm.host_of.setdefault(obs.line.rank, line_host)
+        world = as_int(obs.fields.get("world_size"))
+        if world is not None and world > 0:
+            rm.world_size = max(rm.world_size or 0, world)
+        rank = as_int(obs.fields.get("rank"))
+        if rank is None:
+            continue
+        if obs.role != "context":
+            # torchrun's failure entries name a rank and the agent's host: a mapping, not membership.
+            if "host" in obs.fields and "exit_code" in obs.fields:
+                rm.host_of.setdefault(rank, str(obs.fields["host"]))
+            continue
+        rm.known.add(rank)
+        host = obs.fields.get("host") or line_host
+        # First mapping wins: the default communicator initialises first, and a sub-communicator's
+        # "rank" is local to it.
+        if host:
+            rm.host_of.setdefault(rank, str(host))
+            rm.hosts.add(str(host))
+            if obs.line.pid is not None:
+                rm.rank_of_process.setdefault((str(host), obs.line.pid), rank)
+        device = obs.fields.get("device")
+        if device is not None:
+            rm.device_of.setdefault(rank, str(device))
+    return rm

@@ -1,0 +1,134 @@
+"""Splitting the timeout family when no line names a root cause.
+
+Healthy ranks only say "Watchdog caught collective operation timeout"; what the lagging rank was doing
+decides the class. Clues are context observations that carry a class (checkpoint saving / evaluation /
+tokenization -> rank0-only-work, torch.compile / Triton / ninja builds -> jit-compile, dataloader workers /
+slow steps -> straggler-input); the cross-rank table and Flight Recorder add who lagged or disagreed.
+Every rule adds evidence mass; the family's other members stay as low-mass runners-up so a bare timeout
+still lists the plausible causes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from matcher.crossrank import TableVerdict
+from matcher.model import FRFinding, Observation
+from matcher.rankmap import RankMap
+from matcher.taxonomy import UNKNOWN
+
+STRAGGLER = "timeout/straggler-input"
+RANK0 = "timeout/rank0-only-work"
+ASYMMETRIC = "timeout/asymmetric-collectives"
+JIT = "timeout/jit-compile"
+
+LONG_TIMEOUT_MS = 600_000  # 10 min and more: a user-set or default (30 min) process-group timeout
+EARLY_SEQNUM = 10  # the first collectives of a run: init barriers, the first steps a JIT build delays
+_BARRIER_OPS = {"BARRIER", "BROADCAST"}
+# Cascade symptom of a report that names the rank(s) that never arrived (monitored barrier, desync debug).
+MISSING_RANK = "missing-rank"
+
+
+@dataclass(slots=True)
+class Inference:
+    masses: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    evidence: dict[str, list[Observation]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, cls: str, amount: float, observations: list[Observation] | None = None) -> None:
+        self.masses[cls] += amount
+        if observations:
+            self.evidence[cls].extend(observations)
+
+
+def _barrier_like(table: TableVerdict) -> bool:
+    op = (table.optype or "").upper()
+    if op in _BARRIER_OPS:
+        return True
+    if op == "ALLREDUCE" and table.numel_in is not None and table.numel_in <= 1:
+        return True
+    return table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
+
+
+def infer(
+    observations: list[Observation],
+    cascades: list[Observation],
+    table: TableVerdict,
+    fr: FRFinding | None,
+    ranks: RankMap,
+) -> Inference:
+    inf = Inference()
+    clues: dict[str, list[Observation]] = defaultdict(list)
+    for obs in observations:
+        if obs.role == "context":
+            for cls in obs.classes:
+                clues[cls].append(obs)
+
+    lagging = (
+        table.kind in ("behind", "absent")
+        or (fr is not None and fr.kind in ("missing-ranks", "behind"))
+        or any(o.symptom == MISSING_RANK for o in cascades)
+    )
+    long_timeout = table.timeout_ms is not None and table.timeout_ms >= LONG_TIMEOUT_MS
+    early = table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
+
+    for cls, obs_list in clues.items():
+        weight = max(o.weight for o in obs_list)
+        if cls == RANK0:
+            on_rank0 = [o for o in obs_list if ranks.rank(o) in (0, None)]
+            if not on_rank0:
+                inf.add(cls, 0.3 * weight, obs_list)
+                continue
+            amount = 0.8 * weight + (0.3 if long_timeout else 0.0) + (0.2 if _barrier_like(table) else 0.0)
+            if table.culprits == (0,) or (table.reporters and 0 not in table.reporters):
+                amount += 0.2
+            inf.add(cls, amount, on_rank0)
+        elif cls == JIT:
+            inf.add(cls, 0.8 * weight + (0.4 if early else 0.0), obs_list)
+        elif cls == STRAGGLER:
+            inf.add(cls, 0.8 * weight + (0.3 if lagging else 0.0), obs_list)
+        else:
+            # A clue for a non-timeout class (e.g. "Using docker0") is weak without an error line.
+            inf.add(cls, 0.5 * weight if cls == ASYMMETRIC else 0.3 * weight, obs_list)
+
+    # The main process missing from a long sync point (30-min barrier / broadcast / 1-element allreduce)
+    # is the signature of rank-0 solo work even when its progress bar left no line behind.
+    sync_point = long_timeout and _barrier_like(table) and 0 not in table.reporters
+    rank0_awaited = table.culprits == (0,) or (fr is not None and fr.culprit_ranks == (0,))
+    if RANK0 not in clues and sync_point and rank0_awaited and (table.seqnum is None or early):
+        inf.add(RANK0, 1.0, list(table.evidence))
+
+    if table.kind == "mismatch":
+        inf.add(ASYMMETRIC, 1.5, list(table.evidence))
+    if fr is not None and fr.kind == "mismatch":
+        inf.add(ASYMMETRIC, 1.5)
+    if lagging:
+        # A lagging rank is the straggler class's own evidence unless a clue already says why it lagged.
+        explained = any(inf.masses.get(cls, 0.0) >= 0.8 for cls in (RANK0, JIT))
+        # Missing from a scalar sync mid-run (a "done?" flag, a metric): the rank more likely skipped it
+        # (ran out of data, exited its loop early) than arrived late.
+        scalar_sync = table.numel_in is not None and table.numel_in <= 1 and not early
+        if explained:
+            inf.add(STRAGGLER, 0.2, list(table.evidence))
+            inf.add(ASYMMETRIC, 0.2)
+        elif scalar_sync:
+            inf.add(ASYMMETRIC, 0.6, list(table.evidence))
+            inf.add(STRAGGLER, 0.35)
+        else:
+            inf.add(STRAGGLER, 0.6, list(table.evidence))
+            inf.add(ASYMMETRIC, 0.35)
+
+    timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
+    if timed_out and not inf.masses:
+        # A bare timeout: nothing says why. Unknown leads, the usual suspects follow.
+        inf.add(UNKNOWN, 0.5)
+        inf.add(STRAGGLER, 0.25, list(table.evidence))
+        inf.add(ASYMMETRIC, 0.2)
+        inf.add(RANK0, 0.6 if sync_point else 0.15)
+        if early:
+            inf.add(JIT, 0.1)
+    elif timed_out:
+        for cls, amount in ((STRAGGLER, 0.1), (ASYMMETRIC, 0.1), (RANK0, 0.05)):
+            if cls not in inf.masses:
+                inf.add(cls, amount)
+    return inf
