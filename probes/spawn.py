@@ -99,7 +99,12 @@ def spawn_local_ranks(opts: ProbeOptions, argv: list[str]) -> int:
     # sshd does not signal a command without a terminal when the client goes away; it closes stdin.
     launcher_gone = threading.Event()
     if opts.watch_stdin:
-        threading.Thread(target=lambda: (sys.stdin.read(), launcher_gone.set()), daemon=True).start()
+
+        def watch() -> None:
+            sys.stdin.read()
+            launcher_gone.set()
+
+        threading.Thread(target=watch, daemon=True).start()
     started = time.monotonic()
     for local_rank in range(nproc):
         rank = (opts.node_rank or 0) * nproc + local_rank
