@@ -8,6 +8,7 @@ exception. Stdlib only (asyncssh is imported by the ssh launcher when it is used
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 
 from probes.launchers.base import LaunchError, validate_hosts
@@ -21,6 +22,11 @@ from probes.result import ProbeResult
 VIAS = ("local", "ssh", "slurm", "k8s")
 
 __all__ = ["VIAS", "KubernetesConfig", "LaunchError", "SlurmConfig", "SshConfig", "launch"]
+
+
+def is_this_machine(host: str) -> bool:
+    names = {socket.gethostname(), socket.getfqdn(), "localhost", "127.0.0.1", "::1"}
+    return host in names or host.split(".")[0] == socket.gethostname().split(".")[0]
 
 
 def launch(
@@ -38,8 +44,10 @@ def launch(
     be attempted (bad node name, unsupported combination)."""
     hosts = validate_hosts(nodes)
     if via == "local":
-        if len(hosts) > 1:
-            raise LaunchError("--via local probes this machine only; name at most one node")
+        if len(hosts) > 1 or (hosts and not is_this_machine(hosts[0])):
+            raise LaunchError(
+                f"--via local probes this machine only ({socket.gethostname()}); name no other node"
+            )
         from probes.launchers import local
 
         return local.launch(opts, on_progress=on_progress, timeout=timeout)

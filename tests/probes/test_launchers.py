@@ -39,6 +39,8 @@ def test_duplicate_and_wrong_combinations_are_refused() -> None:
         launch("slurm", ["a", "a"], ProbeOptions())
     with pytest.raises(LaunchError, match="this machine only"):
         launch("local", ["a", "b"], ProbeOptions())
+    with pytest.raises(LaunchError, match="this machine only"):
+        launch("local", ["gpu-elsewhere"], ProbeOptions())
     with pytest.raises(LaunchError, match="one node at a time"):
         launch("k8s", ["a", "b"], ProbeOptions())
 
