@@ -5,14 +5,16 @@ with a corrupted result)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from probes.result import ProbeResult
+from probes.result import ProbeResult, find_result_line
 
-from .helpers import SMALL_SIZES, run_probe
+from .helpers import ROOT, SMALL_SIZES, probe_env, run_probe
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +121,16 @@ def test_a_rank_stalled_before_a_collective_is_named_the_straggler(tmp_path: Pat
     assert "is the straggler: stuck at 'init' while other ranks reached 'allreduce 8 B'" in result.reasons[0]
     assert all(rank.arrived and not rank.finished for rank in result.ranks)
     assert done.returncode == 1
+
+
+def test_runs_under_torchrun_with_its_agent_store(tmp_path: Path) -> None:
+    """Under torchrun the agent serves the rendezvous store; the probe joins it instead of hosting one."""
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "probes.allreduce",
+         "--json", "--sizes", "8,1K", "--iters", "1", "--no-checks", "--deadline", "40"],
+        cwd=ROOT, env=probe_env(tmp_path), capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = find_result_line(done.stdout)
+    assert result is not None and result.verdict == "healthy"
+    assert result.world_size == 2 and all(size.correct for size in result.results)
