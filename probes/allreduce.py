@@ -51,6 +51,7 @@ from probes.result import (
     algbw_gbps,
     allreduce_busbw_gbps,
 )
+from probes.spawn import SELF_DESTRUCT_STATUS, spawn_local_ranks
 from probes.verdict import decide
 
 FAULT_ENV = "NCCLBOT_PROBE_FAULT"
@@ -89,7 +90,7 @@ def contribution(rank: int) -> float:
 
 
 def _self_destruct(after_s: float) -> None:
-    timer = threading.Timer(after_s, lambda: os._exit(3))
+    timer = threading.Timer(after_s, lambda: os._exit(SELF_DESTRUCT_STATUS))
     timer.daemon = True
     timer.start()
 
@@ -355,7 +356,11 @@ def run_rank(opts: ProbeOptions) -> int:
     # Under torchrun the agent already serves the store on MASTER_PORT; otherwise rank 0 hosts it.
     hosts_store = rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
     remaining = timedelta(seconds=max(deadline_at - time.monotonic(), 1.0))
-    store = dist.TCPStore(addr, port, world, hosts_store, timeout=remaining, wait_for_workers=False)
+    try:
+        store = dist.TCPStore(addr, port, world, hosts_store, timeout=remaining, wait_for_workers=False)
+    except Exception as error:  # rank 0 absent or unreachable: say so on stderr, where launchers look
+        progress.emit("error", rank=rank, host=host, error=f"rendezvous {addr}:{port}: {_first_line(error)}")
+        return 1
     sideband = Sideband(store)
     device_name = worker.device_name()
     label = device_name if worker.device.type == "cpu" else f"{device_name} ({worker.device})"
@@ -434,8 +439,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = options_from_args(parser, args)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return run_rank(opts)
-    from probes.spawn import spawn_local_ranks
-
     return spawn_local_ranks(opts, list(sys.argv[1:] if argv is None else argv))
 
 

@@ -30,6 +30,8 @@ KILL_AFTER_DEADLINE_S = 7.0
 # Once rank 0 has exited, the others get this long to finish before they are killed.
 PEER_GRACE_S = 3.0
 CPU_DEFAULT_NPROC = 2
+# The status a rank exits with when its own deadline timer fires (probes.allreduce).
+SELF_DESTRUCT_STATUS = 3
 
 
 def free_port(host: str) -> int:
@@ -184,6 +186,8 @@ def missing_result(
     code = children[0].process.returncode
     if timed_out:
         reasons.append(f"no result within the {deadline:g} s deadline; ranks killed")
+    elif code == SELF_DESTRUCT_STATUS:
+        reasons.append("rank 0 ended itself after the deadline without a result")
     else:
         reasons.append(f"rank 0 exited with status {code} without a result")
     return ProbeResult(

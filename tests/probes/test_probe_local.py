@@ -107,6 +107,7 @@ def test_when_rank_0_never_arrives_the_spawner_names_it(tmp_path: Path) -> None:
     assert result.verdict == "failed"
     assert result.reasons[0] == "rank 0 never arrived before the 4 s deadline"
     assert [r.rank for r in result.ranks if r.arrived] == [1]
+    assert "rank 0 ended itself after the deadline without a result" in result.reasons
     assert done.returncode == 1
 
 
