@@ -155,8 +155,11 @@ def options_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         args.node_rank = int(os.environ.get("SLURM_NODEID", "0")) if args.nnodes > 1 else 0
     if not 0 <= args.node_rank < args.nnodes:
         parser.error("--node-rank must be in [0, --nnodes)")
-    if args.nnodes > 1 and (not args.master_addr or not args.master_port):
-        parser.error("--nnodes > 1 needs --master-addr and --master-port")
+    # Under srun, node 0 is the first node of the step (probes.spawn asks Slurm), whatever order the
+    # nodes were named in.
+    in_slurm_step = "SLURM_STEP_NODELIST" in os.environ
+    if args.nnodes > 1 and (not (args.master_addr or in_slurm_step) or not args.master_port):
+        parser.error("--nnodes > 1 needs --master-addr (unless run by srun) and --master-port")
     return ProbeOptions(
         json=args.json,
         backend=args.backend,

@@ -47,6 +47,17 @@ def local_gpu_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
+def slurm_first_node() -> str | None:
+    """Node 0 of the srun step this runs in (SLURM_NODEID counts in the step's node-list order)."""
+    nodelist = os.environ.get("SLURM_STEP_NODELIST")
+    if not nodelist:
+        return None
+    out = run_tool(["scontrol", "show", "hostnames", nodelist])
+    if out is None or out.returncode != 0 or not out.stdout.strip():
+        return None
+    return out.stdout.split()[0]
+
+
 class RankProcess:
     def __init__(self, rank: int, argv: list[str], env: dict[str, str], tracker: progress.Tracker) -> None:
         self.rank = rank
@@ -86,7 +97,7 @@ class RankProcess:
 def spawn_local_ranks(opts: ProbeOptions, argv: list[str]) -> int:
     nproc = opts.nproc or local_gpu_count() or CPU_DEFAULT_NPROC
     world = nproc * opts.nnodes
-    addr = opts.master_addr or "127.0.0.1"
+    addr = opts.master_addr or slurm_first_node() or "127.0.0.1"
     port = opts.master_port or free_port(addr)
     tracker = progress.Tracker()
     children: list[RankProcess] = []

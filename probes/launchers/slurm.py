@@ -38,9 +38,10 @@ class SlurmConfig:
 def srun_argv(hosts: list[str], opts: ProbeOptions, config: SlurmConfig) -> list[str]:
     node_opts = dataclasses.replace(opts, json=True)
     if len(hosts) > 1:
-        # No --node-rank: each task reads SLURM_NODEID (probes.options).
+        # No --node-rank and no --master-addr: each task reads SLURM_NODEID, and node 0 is the step's
+        # first node, which need not be the first one named here (probes.options, probes.spawn).
         node_opts = dataclasses.replace(
-            node_opts, nnodes=len(hosts), node_rank=None, master_addr=hosts[0], master_port=config.master_port
+            node_opts, nnodes=len(hosts), node_rank=None, master_addr=None, master_port=config.master_port
         )
     if config.gpus_per_node and not node_opts.nproc:
         node_opts = dataclasses.replace(node_opts, nproc=config.gpus_per_node)

@@ -54,9 +54,10 @@ def test_srun_argument_list() -> None:
     probe = argv[argv.index("py") :]
     assert probe[:3] == ["py", "-m", "probes.allreduce"]
     assert "--json" in probe and "--nproc" in probe and probe[probe.index("--nproc") + 1] == "8"
-    assert probe[probe.index("--nnodes") + 1] == "2" and probe[probe.index("--master-addr") + 1] == "gpu01"
-    # Slurm gives each task its node rank (SLURM_NODEID); the same argv runs on every node.
-    assert "--node-rank" not in probe
+    assert probe[probe.index("--nnodes") + 1] == "2" and "--master-port" in probe
+    # Slurm gives each task its node rank (SLURM_NODEID) and node 0 is the step's first node: the same
+    # argv runs on every node.
+    assert "--node-rank" not in probe and "--master-addr" not in probe
 
 
 def test_ssh_command_is_built_from_an_argument_list() -> None:

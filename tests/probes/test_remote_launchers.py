@@ -15,7 +15,7 @@ import pytest
 
 from probes.launchers import SlurmConfig, SshConfig, launch
 from probes.options import ProbeOptions
-from probes.spawn import free_port
+from probes.spawn import free_port, slurm_first_node
 from tests.conftest import need_service
 
 from .helpers import ROOT, processes_with
@@ -149,3 +149,12 @@ def test_slurm_drained_node_is_reported_with_its_reason() -> None:
     assert result.verdict == "failed"
     assert result.reasons[0].startswith(f"Slurm node {node} is unavailable: State=IDLE+DRAIN")
     assert "(ncclbot probe test)" in result.reasons[0]
+
+
+@pytest.mark.slurm
+def test_node_zero_of_a_slurm_step_comes_from_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
+    need_service(bool(os.environ.get("NCCLBOT_TEST_SLURM")) and bool(shutil.which("srun")), "no test Slurm")
+    monkeypatch.setenv("SLURM_STEP_NODELIST", "gpu[07-08],gpu01")
+    assert slurm_first_node() == "gpu07"
+    monkeypatch.delenv("SLURM_STEP_NODELIST")
+    assert slurm_first_node() is None
