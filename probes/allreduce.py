@@ -344,8 +344,11 @@ def run_rank(opts: ProbeOptions) -> int:
     if fault.hits("delay", rank):
         time.sleep(fault.seconds)
     progress.emit("arrived", rank=rank, host=host, world_size=world)
-
-    import torch.distributed as dist
+    try:
+        import torch.distributed as dist
+    except ImportError as error:
+        progress.emit("error", rank=rank, host=host, error=f"torch is not installed here ({error})")
+        return 1
 
     from probes.checks import run_checks
     from probes.sideband import Sideband, wait_for_outcome
