@@ -353,7 +353,11 @@ def run_rank(opts: ProbeOptions) -> int:
     from probes.checks import run_checks
     from probes.sideband import Sideband, wait_for_outcome
 
-    worker = Worker(opts, rank, world, local_rank, fault)
+    try:
+        worker = Worker(opts, rank, world, local_rank, fault)
+    except Exception as error:  # e.g. --backend nccl on a machine without a usable GPU
+        progress.emit("error", rank=rank, host=host, error=f"backend {opts.backend}: {_first_line(error)}")
+        return 1
     opts.backend_resolved = worker.backend
     addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     # Under torchrun the agent already serves the store on MASTER_PORT; otherwise rank 0 hosts it.
