@@ -119,6 +119,8 @@ class Worker:
             nccl = torch.cuda.is_available() and dist.is_nccl_available()
             self.backend = "nccl" if nccl else "gloo"
         if self.backend == "nccl":
+            if not torch.cuda.is_available():
+                raise RuntimeError("no usable CUDA device (torch.cuda.is_available() is False)")
             torch.cuda.set_device(local_rank)
             self.device = torch.device("cuda", local_rank)
         else:
