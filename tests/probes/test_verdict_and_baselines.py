@@ -76,6 +76,9 @@ def test_slow_ring_hop_and_failed_check_degrade() -> None:
     assert result.verdict == "degraded"
     assert result.reasons[0].startswith("slow ring hop rank 2 -> rank 3")
     assert result.reasons[1] == "node check shm failed on gpu01: /dev/shm is 64 MiB"
+    on_cpu = base_result(links=links, backend="gloo")
+    decide(on_cpu)
+    assert on_cpu.verdict == "healthy"
 
 
 def test_h100_baseline_degrades_below_400() -> None:
