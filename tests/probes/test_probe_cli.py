@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from bot.commands.probe import apply_history, fleet_history
 from bot.store import Store
 from probes.result import ProbeResult
+from tests.conftest import need_service
 
 from .helpers import ROOT, probe_env
 
@@ -77,3 +79,24 @@ def test_fleet_history_of_the_same_sku_degrades_a_slow_node(tmp_path: Path) -> N
     apply_history(fine, previous)
     assert fine.verdict == "healthy"
     assert json.loads(fine.to_json())["reasons"] == []
+
+
+@pytest.mark.sshd
+def test_probe_two_nodes_over_ssh_with_bisect(tmp_path: Path) -> None:
+    """`ncclbot probe NODE NODE --via ssh --bisect` against the loopback sshd (two names, one machine)."""
+    need_service(bool(os.environ.get("NCCLBOT_TEST_SSH_PORT")), "no test sshd (source .ci/services/sshd.sh)")
+    done = ncclbot(
+        tmp_path,
+        "probe", "127.0.0.1", "localhost", "--via", "ssh", "--bisect", "--json", "--quiet",
+        "--ssh-user", os.environ["NCCLBOT_TEST_SSH_USER"], "--ssh-port", os.environ["NCCLBOT_TEST_SSH_PORT"],
+        "--ssh-key", os.environ["NCCLBOT_TEST_SSH_KEY"],
+        "--ssh-known-hosts", os.environ["NCCLBOT_TEST_SSH_KNOWN_HOSTS"],
+        "--remote-python", sys.executable, "--remote-pythonpath", str(ROOT),
+        "--nproc", "1", "--sizes", "8", "--iters", "1", "--no-checks",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout)
+    assert outcome["whole_set_healthy"] is True and outcome["bad"] == []
+    assert outcome["steps"] == [{"round": 0, "nodes": ["127.0.0.1", "localhost"], "healthy": True}]
+    history = ncclbot(tmp_path, "history", "--node", "localhost")
+    assert "healthy" in history.stdout
