@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from probes.launchers import KubernetesConfig, LaunchError, SlurmConfig, SshConfig, launch
 from probes.launchers.base import result_from_output, run_command, validate_host
@@ -100,9 +101,19 @@ def test_kubernetes_job_is_pinned_to_the_node_with_gpus() -> None:
 
 
 def test_deploy_template_matches_the_rendered_job() -> None:
-    text = DEPLOY_TEMPLATE.read_text()
-    for needle in ("kind: Job", "kubernetes.io/hostname", "nvidia.com/gpu", "probes.allreduce", "--json"):
-        assert needle in text
+    """deploy/ holds the same Job for people who apply it by hand: same pinning, GPUs, command, shm."""
+    template = yaml.safe_load(DEPLOY_TEMPLATE.read_text())
+    rendered = render_job("NODE_NAME", ProbeOptions(deadline=120), KubernetesConfig(image="IMAGE", gpus=8))
+    template_pod, rendered_pod = template["spec"]["template"]["spec"], rendered["spec"]["template"]["spec"]
+    for key in ("affinity", "tolerations", "volumes", "restartPolicy"):
+        assert template_pod[key] == rendered_pod[key], key
+    template_container, rendered_container = template_pod["containers"][0], rendered_pod["containers"][0]
+    for key in ("image", "resources", "volumeMounts", "env"):
+        assert template_container[key] == rendered_container[key], key
+    assert template_container["command"][:4] == ["python3", "-m", "probes.allreduce", "--json"]
+    assert set(template_container["command"]) <= set(rendered_container["command"])
+    for key in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+        assert template["spec"][key] == rendered["spec"][key], key
 
 
 def test_a_command_past_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
