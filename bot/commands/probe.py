@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,8 +24,8 @@ from bot.cli import UsageError
 from probes.baselines import compare_with_history
 from probes.bisect import BisectResult, bisect
 from probes.launchers import VIAS, KubernetesConfig, LaunchError, SlurmConfig, SshConfig, launch
-from probes.options import add_probe_arguments, options_from_args
-from probes.progress import human_bytes
+from probes.options import ProbeOptions, add_probe_arguments, options_from_args
+from probes.progress import ProgressCallback, human_bytes
 from probes.result import ProbeResult
 
 HISTORY_DAYS = 90
@@ -90,23 +91,19 @@ def _handle(args: argparse.Namespace) -> int:
     k8s_config = KubernetesConfig(namespace=args.namespace, image=args.image)
 
     def probe(nodes: Sequence[str]) -> ProbeResult:
-        started = datetime.now(UTC)
         try:
-            result = launch(
+            return run_probe(
                 via,
                 nodes,
                 opts,
                 on_progress=on_progress,
                 timeout=args.timeout,
-                ssh=ssh_config,
-                slurm=slurm_config,
-                k8s=k8s_config,
+                launchers=LauncherConfigs(ssh_config, slurm_config, k8s_config),
+                store=not args.no_store,
+                cluster=args.cluster,
             )
         except LaunchError as error:
             raise UsageError(str(error)) from error
-        if not args.no_store:
-            record(result, nodes=list(nodes) or [result.host], cluster=args.cluster, started=started)
-        return result
 
     if args.bisect:
         if len(args.nodes) < 2:
@@ -120,6 +117,43 @@ def _handle(args: argparse.Namespace) -> int:
     else:
         render(result, Console())
     return 0
+
+
+@dataclass(slots=True)
+class LauncherConfigs:
+    ssh: SshConfig = field(default_factory=SshConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    k8s: KubernetesConfig = field(default_factory=KubernetesConfig)
+
+
+def run_probe(
+    via: str,
+    nodes: Sequence[str],
+    opts: ProbeOptions,
+    *,
+    on_progress: ProgressCallback | None = None,
+    timeout: float | None = None,
+    launchers: LauncherConfigs | None = None,
+    store: bool = True,
+    cluster: str | None = None,
+) -> ProbeResult:
+    """Probe `nodes` together, compare with the fleet's history and store the run: what the CLI and the
+    Slack button call. Raises LaunchError only for a request that cannot be attempted (bad node name)."""
+    configs = launchers or LauncherConfigs()
+    started = datetime.now(UTC)
+    result = launch(
+        via,
+        nodes,
+        opts,
+        on_progress=on_progress,
+        timeout=timeout,
+        ssh=configs.ssh,
+        slurm=configs.slurm,
+        k8s=configs.k8s,
+    )
+    if store:
+        record(result, nodes=list(nodes) or [result.host], cluster=cluster, started=started)
+    return result
 
 
 def fleet_history(store: Any, sku: str | None, exclude_id: int | None = None) -> list[float]:
