@@ -29,7 +29,7 @@ if [ -f "$slurm_dir/etc/slurm.conf" ]; then
 fi
 
 for i in 1 2; do
-    ip netns list | grep -qw "^$prefix-h$i" && ip netns delete "$prefix-h$i"
+    if [ -e "/run/netns/$prefix-h$i" ]; then ip netns delete "$prefix-h$i"; fi
     rm -rf "/etc/netns/$prefix-h$i"
 done
 for subnet in 10.77.0.0/24 172.17.0.0/16; do

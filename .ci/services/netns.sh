@@ -29,7 +29,7 @@ ncclbot_netns_start() {
     local i ns
     for i in 1 2; do
         ns="$prefix-h$i"
-        ip netns list | grep -qw "^$ns" || ip netns add "$ns"
+        [ -e "/run/netns/$ns" ] || ip netns add "$ns"
         ip -n "$ns" link set lo up
         mkdir -p "/etc/netns/$ns"
         printf '127.0.0.1 localhost\n10.77.0.1 node1\n10.77.0.2 node2\n' >"/etc/netns/$ns/hosts"
