@@ -145,7 +145,10 @@ def launch(
         while time.monotonic() < stop_at:
             state = run_command(status_argv(config, name), timeout=KUBECTL_TIMEOUT_S)
             if state.returncode == 0:
-                status = json.loads(state.stdout or "{}").get("status", {})
+                try:
+                    status = json.loads(state.stdout or "{}").get("status", {})
+                except (json.JSONDecodeError, AttributeError):
+                    status = {}
                 if status.get("succeeded") or status.get("failed"):
                     finished = True
                     break
