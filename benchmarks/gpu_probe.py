@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBE_TIMEOUT_S = 150
-NCCL_TESTS_TIMEOUT_S = 60
+PROBE_TIMEOUT_S = 110  # with nccl-tests below, the whole script stays under 3 minutes
+NCCL_TESTS_TIMEOUT_S = 50
 MIN_RATIO = 0.8
 
 
