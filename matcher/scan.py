@@ -53,10 +53,25 @@ def prefilter_for(catalog: Catalog) -> Prefilter:
     return prefilter
 
 
-def match_all(signature: Signature, text: str) -> list[dict[str, FieldValue]]:
+@dataclass(slots=True)
+class TimeoutBudget:
+    """Regex timeouts allowed per signature in one source. A line that makes a pattern time out costs
+    REGEX_TIMEOUT_S; a hostile log repeating such a line could still add up to hours, so a signature
+    that keeps timing out is given up for the rest of the source."""
+
+    limit: int = 20
+    spent: Counter[str] = field(default_factory=Counter)
+
+    def allows(self, signature: Signature) -> bool:
+        return self.spent[signature.id] < self.limit
+
+
+def match_all(signature: Signature, text: str, budget: TimeoutBudget) -> list[dict[str, FieldValue]]:
     """Fields of every distinct match in text (a pasted line may join several messages); empty when
     nothing matches or the regex runs out of time."""
     found: list[dict[str, FieldValue]] = []
+    if not budget.allows(signature):
+        return found
     try:
         for match in signature.pattern.finditer(text, timeout=REGEX_TIMEOUT_S):
             fields = convert_fields(match.groupdict())
@@ -65,7 +80,7 @@ def match_all(signature: Signature, text: str) -> list[dict[str, FieldValue]]:
             if len(found) >= MAX_MATCHES_PER_LINE:
                 break
     except TimeoutError:
-        pass
+        budget.spent[signature.id] += 1
     return found
 
 
@@ -108,6 +123,7 @@ class _SourceScan:
     ranks: set[int] = field(default_factory=set)
     pending: list[_Pending] = field(default_factory=list)
     last: read.Block | None = None
+    budget: TimeoutBudget = field(default_factory=TimeoutBudget)
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
@@ -195,7 +211,7 @@ class _SourceScan:
             self.ranks.add(line.rank)
 
     def _try(self, signature: Signature, record: _Record, continuation: list[str]) -> None:
-        for line, fields in _matches(signature, record, continuation):
+        for line, fields in _matches(signature, record, continuation, self.budget):
             self._keep(signature, line, fields)
 
     def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
@@ -218,14 +234,14 @@ class _SourceScan:
 
 
 def _matches(
-    signature: Signature, record: _Record, continuation: list[str]
+    signature: Signature, record: _Record, continuation: list[str], budget: TimeoutBudget
 ) -> list[tuple[Line, dict[str, FieldValue]]]:
     """Where the signature matches a candidate line: each fragment's peeled text, else its unpeeled form
     (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
     still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
 
     def attempt(text: str) -> list[dict[str, FieldValue]]:
-        return match_all(signature, "\n".join([text, *continuation]) if continuation else text)
+        return match_all(signature, "\n".join([text, *continuation]) if continuation else text, budget)
 
     found: list[tuple[Line, dict[str, FieldValue]]] = []
     wanted = len(signature.pattern.groupindex)
@@ -253,7 +269,7 @@ def match_lines(
     signatures, its continuation lines): the catalog example test runs every example through this."""
     record = _Record.parse(lines[0], source, 1)
     continuation = [prefixes.parse_line(raw, source, 2 + i).text for i, raw in enumerate(lines[1:])]
-    return _matches(signature, record, continuation)
+    return _matches(signature, record, continuation, TimeoutBudget())
 
 
 def _following_lines(data: bytes, line_end: int, count: int) -> list[bytes]:
