@@ -38,6 +38,7 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "last_started",
         "interface",
         "ip",
+        "transport",  # NCCL channel transport: P2P/IPC, SHM/direct/direct, NET/IB/0/GDRDMA, NET/Socket/0
         "port",
         "peer",  # remote host/ip:port or rank named by a transport error
         "xid",
