@@ -204,11 +204,21 @@ def _from_root_lines(
         many_hit = everyone_hit or (len(ordered) > 2 and 4 * len(ordered) > len(everyone))
         if many_hit:
             # Only a clear lead in time singles one rank out of many that hit the same error.
+            simultaneous = math.isinf(earliest) or first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S
+            if simultaneous:
+                shared = _shared_host(ordered, root_obs, rm)
+                if shared is not None:
+                    t_first = None if math.isinf(earliest) else earliest
+                    reason = (
+                        f"{len(ordered)} ranks, all on host {shared}, hit {label}{_clock(t_first)} "
+                        "and none of them stands out: the fault is local to that host"
+                    )
+                    return CulpritDecision(Culprit((), (shared,), reason), None)
             if math.isinf(earliest):
                 return CulpritDecision(
                     None, f"{len(ordered)} ranks hit {label} and no timestamp tells which was first"
                 )
-            if first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S:
+            if simultaneous:
                 return CulpritDecision(
                     None,
                     f"{len(ordered)} ranks hit {label} at about the same time: none stands out",
@@ -231,6 +241,18 @@ def _from_root_lines(
     if len(hosts) > 1:
         return CulpritDecision(None, f"{label} was logged on {len(hosts)} hosts; no single host stands out")
     return CulpritDecision(None, f"the lines reporting {label} carry no rank or host")
+
+
+def _shared_host(hit: list[int], root_obs: list[Observation], rm: RankMap) -> str | None:
+    """The one host every failing rank runs on, when the job also has ranks that did not fail: other
+    hosts, known ranks beyond the failing ones, or rank numbers beyond the failing count (ranks are
+    numbered from 0, so rank 14 implies fourteen peers)."""
+    hosts = {rm.host_of.get(r) for r in hit} | {rm.host(o) for o in root_obs}
+    host = hosts.pop() if len(hosts) == 1 else None
+    if host is None:
+        return None
+    others_exist = bool(rm.hosts - {host}) or bool(rm.all_ranks() - set(hit)) or max(hit) >= len(hit)
+    return host if others_exist else None
 
 
 def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) -> CulpritDecision | None:

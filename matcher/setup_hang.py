@@ -1,0 +1,105 @@
+"""Suggestions for a job that hung right after NCCL initialisation without printing any error.
+
+NCCL logged its setup (bootstrap interface, channel transports) and then nothing: no root line, no
+timeout, no peer error. The logs cannot prove a cause, so `unknown` stays first at low confidence; the
+runners-up are what an expert checks next, ranked by what the setup lines show:
+
+- one host (intra-node transports only) or consumer GPUs: PCIe peer-to-peer first (ACS/IOMMU, GeForce
+  boards without working P2P; `NCCL_P2P_DISABLE=1` tells), then mismatched driver/NCCL builds;
+- several hosts over sockets: the interface NCCL bound, then NCCL/driver/PyTorch builds that differ
+  across nodes (an old NCCL release makes that the first suspect);
+- GPUDirect RDMA paths (`NET/IB/.../GDRDMA`): the fabric connected, so the driver / peer-memory stack
+  comes first, then the IB transport, then PCIe ACS between the NIC and the GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from matcher.model import Observation
+from matcher.rankmap import RankMap
+from matcher.taxonomy import UNKNOWN
+
+P2P = "p2p/pcie-acs"
+VERSION = "config/version-mismatch"
+INTERFACE = "network/interface-selection"
+IB = "network/ib-rdma"
+SHM = "shm/dev-shm"
+ALGORITHM = "nccl/nvls-or-algorithm"
+
+# Releases before this are years old: peers on other nodes rarely run the same one, and many hangs
+# fixed since were NCCL bugs.
+OLD_NCCL = (2, 12)
+# Unknown leads: the suggestions are what to check, not findings.
+UNKNOWN_MASS = 1.0
+NO_CULPRIT_REASON = (
+    "the job hung right after NCCL initialisation (setup lines, then nothing) without any error line, "
+    "so no rank or host can be named"
+)
+_SETUP_FIELDS = ("transport", "interface")
+
+
+@dataclass(slots=True)
+class Suggestions:
+    masses: dict[str, float] = field(default_factory=dict)
+    evidence: dict[str, list[Observation]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, cls: str, amount: float, observations: list[Observation]) -> None:
+        self.masses[cls] = self.masses.get(cls, 0.0) + amount
+        self.evidence[cls].extend(observations)
+
+
+def setup_lines(observations: list[Observation]) -> list[Observation]:
+    """NCCL's communicator-setup facts: bootstrap / socket interface and channel transport lines."""
+    return [o for o in observations if o.role == "context" and any(k in o.fields for k in _SETUP_FIELDS)]
+
+
+def _version(value: object) -> tuple[int, ...] | None:
+    found = re.match(r"(\d+)\.(\d+)", str(value))
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | None:
+    """Runners-up for a hang after NCCL init, or None when the bundle shows no NCCL setup at all."""
+    setup = setup_lines(observations)
+    if not setup:
+        return None
+    transports = [o for o in setup if "transport" in o.fields]
+    interfaces = [o for o in setup if "interface" in o.fields]
+    p2p_lines = [o for o in transports if str(o.fields["transport"]).startswith("P2P")]
+    shm_lines = [o for o in transports if str(o.fields["transport"]).startswith("SHM")]
+    net_lines = [o for o in transports if str(o.fields["transport"]).startswith("NET/")]
+    gdr_lines = [o for o in net_lines if "GDRDMA" in str(o.fields["transport"])]
+    ib_lines = [o for o in net_lines if str(o.fields["transport"]).startswith("NET/IB")]
+    consumer = [o for o in observations if o.role == "context" and P2P in o.classes]
+    versions = [o for o in observations if o.role == "context" and "nccl_version" in o.fields]
+    old = [o for o in versions if (v := _version(o.fields["nccl_version"])) is not None and v < OLD_NCCL]
+    hosts = {h for h in (ranks.host(o) for o in setup) if h}
+    several_hosts = len(hosts) > 1 or bool(net_lines)
+
+    out = Suggestions()
+    out.add(UNKNOWN, UNKNOWN_MASS, setup)
+    peer_to_peer = p2p_lines + consumer
+    if not several_hosts:
+        out.add(P2P, 0.6 + (0.2 if peer_to_peer else 0.0), peer_to_peer or setup)
+        out.add(VERSION, 0.35 + (0.15 if old else 0.0), old or versions)
+        if shm_lines:
+            out.add(SHM, 0.2, shm_lines)
+        out.add(ALGORITHM, 0.15, versions)
+        return out
+    if gdr_lines:
+        out.add(VERSION, 0.6 + (0.1 if old else 0.0), old or versions or gdr_lines)
+        out.add(IB, 0.5, gdr_lines)
+        out.add(P2P, 0.3, gdr_lines)
+    elif ib_lines:
+        out.add(IB, 0.55, ib_lines)
+        out.add(VERSION, 0.45 + (0.1 if old else 0.0), old or versions)
+        out.add(INTERFACE, 0.3, interfaces)
+    else:
+        out.add(INTERFACE, 0.6, interfaces or setup)
+        out.add(VERSION, 0.45 + (0.2 if old else 0.0), old or versions)
+    if peer_to_peer:
+        out.add(P2P, 0.25, peer_to_peer)
+    return out

@@ -1,0 +1,58 @@
+"""Different software versions reported by different hosts / ranks of one job.
+
+Every node of a job must load the same NCCL (and the same PyTorch / CUDA build): peers on different NCCL
+releases can hang or fail in their first collective, and the error lines rarely say so. Versions are
+compared per (signature, field), so the same kind of line is compared with itself (the CUDA version NCCL
+was built for is not the driver's CUDA version), and only their release numbers count ("2.3.1+cu121" and
+"2.3.1" are one release).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from matcher.model import Observation
+from matcher.rankmap import RankMap
+
+VERSION_FIELDS = ("nccl_version", "torch_version", "cuda_version", "driver_version")
+# Evidence, not proof: the mismatch may be harmless, so it supports the class without outweighing an
+# error line of another class.
+MISMATCH_MASS = 0.9
+_RELEASE = re.compile(r"\d+(?:\.\d+){0,2}")
+
+
+def _release(value: object) -> str | None:
+    found = _RELEASE.match(str(value).strip().lstrip("vV"))
+    return found.group(0) if found else None
+
+
+def differing_versions(observations: list[Observation], ranks: RankMap) -> list[Observation]:
+    """One line per distinct release of a version field that differs across hosts (or ranks), else []."""
+    # (signature, field) -> release -> {who: first line}
+    seen: dict[tuple[str, str], dict[str, dict[str, Observation]]] = defaultdict(lambda: defaultdict(dict))
+    for obs in observations:
+        if obs.role != "context":
+            continue
+        host, rank = ranks.host(obs), ranks.rank(obs)
+        who = f"host {host}" if host else (f"rank {rank}" if rank is not None else None)
+        if who is None:
+            continue  # a version line nobody can be tied to may be pasted from another run
+        for name in VERSION_FIELDS:
+            release = _release(obs.fields[name]) if name in obs.fields else None
+            if release is not None:
+                seen[(obs.signature, name)][release].setdefault(who, obs)
+    evidence: list[Observation] = []
+    for releases in seen.values():
+        reporters = [set(by_who) for by_who in releases.values()]
+        if len(releases) < 2 or _same_reporters_only(reporters):
+            continue
+        for by_who in releases.values():
+            evidence.append(next(iter(by_who.values())))
+    return evidence
+
+
+def _same_reporters_only(reporters: list[set[str]]) -> bool:
+    """Two releases named by the same single process (a build line and a runtime line) are no split."""
+    everyone = set().union(*reporters)
+    return len(everyone) < 2
