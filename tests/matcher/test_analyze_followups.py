@@ -124,7 +124,8 @@ def test_illegal_access_caught_first_by_nccl_points_at_nccl(tmp_path: Path) -> N
 def test_a_device_side_assert_before_nccl_keeps_the_application_at_fault(tmp_path: Path) -> None:
     assert_line = (
         "/opt/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [3,0,0], "
-        'thread: [17,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n'
+        "thread: [17,0,0] Assertion `-sizes[i] <= index && "
+        'index < sizes[i] && "index out of bounds"` failed.\n'
     )
     d = _run(tmp_path, assert_line + _NCCL_IMA + _FRAMEWORK_IMA)
     assert d.primary.class_id == "cuda/illegal-access"
