@@ -3,8 +3,14 @@
 `analyze(scan, fr)` is a pure function. Root lines anywhere in the bundle decide the class; cascade
 lines (what waiting or abandoned ranks say) only establish the symptom, and their own classes (peer
 exit) win only when no root line exists. Without any root line the timeout family is split with context
-clues, the cross-rank table and Flight Recorder (`matcher.timeouts`); the culprit follows the rules of
+clues, the cross-rank table and Flight Recorder (`matcher.timeouts`); a job that printed its NCCL setup
+and then nothing gets `unknown` with ranked suggestions (`matcher.setup_hang`); versions that differ across
+hosts support config/version-mismatch in every case (`matcher.versions`). The culprit follows the rules of
 `matcher.culprit`.
+
+Facts: KNOWN_FIELDS values of the primary's evidence and the cross-rank table, job-wide versions and
+world size, `culprit_rank` / `culprit_host`, and `since_progress_ms` (`matcher.progress`: milliseconds
+from the last timestamped progress line to the first failure line after it, where both are known).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher import crossrank, scoring, setup_hang, versions
+from matcher import crossrank, progress, scoring, setup_hang, versions
 from matcher.crossrank import TableVerdict
 from matcher.culprit import decide
 from matcher.model import (
@@ -207,6 +213,9 @@ def _facts(
     # A rank/host taken from one evidence line would be mistaken for the culprit downstream.
     facts.pop("rank", None)
     facts.pop("host", None)
+    stalled = progress.since_progress_ms(observations)
+    if stalled is not None:
+        facts[progress.FACT] = stalled
     if culprit is not None:
         if culprit.ranks:
             facts["culprit_rank"] = culprit.ranks[0]

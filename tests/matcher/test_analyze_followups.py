@@ -203,3 +203,37 @@ def test_every_rank_echoing_nccls_illegal_access_does_not_outvote_it(tmp_path: P
     )
     d = _run(tmp_path, _NCCL_IMA + echoes)
     assert _classes(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
+
+
+# --- 6. time since the last progress line ------------------------------------------------------------------
+
+
+def _iteration(clock: str, step: int) -> str:
+    return (
+        f"[2025-06-01 {clock}] iteration {step:>8}/  500000 | consumed samples: {step * 256:>12} | "
+        "elapsed time per iteration (ms): 1432.5 | learning rate: 3.000E-04 | lm loss: 6.520E+00 |\n"
+    )
+
+
+_IB_FAILURE = (
+    "[2025-06-01 10:11:00] node-a:5101:5170 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+    "from peer 10.0.1.5<52341> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.1.4\n"
+)
+
+
+def test_since_progress_is_the_gap_between_the_last_step_and_the_failure(tmp_path: Path) -> None:
+    text = _iteration("10:00:00", 100) + _iteration("10:00:30", 110) + _iteration("10:01:00", 120)
+    d = _run(tmp_path, text + _IB_FAILURE)
+    assert d.primary.class_id == "network/ib-rdma"
+    assert d.facts["since_progress_ms"] == 600_000
+
+
+def test_progress_after_the_only_error_line_leaves_since_progress_unknown(tmp_path: Path) -> None:
+    d = _run(tmp_path, _IB_FAILURE + _iteration("10:12:00", 130))
+    assert "since_progress_ms" not in d.facts
+
+
+def test_more_progress_lines_than_the_scanner_keeps_leave_since_progress_unknown(tmp_path: Path) -> None:
+    steps = "".join(_iteration(f"10:0{m // 6}:{(m % 6) * 10:02d}", 100 + m) for m in range(20))
+    d = _run(tmp_path, steps + _IB_FAILURE)
+    assert "since_progress_ms" not in d.facts
