@@ -237,3 +237,27 @@ def test_more_progress_lines_than_the_scanner_keeps_leave_since_progress_unknown
     steps = "".join(_iteration(f"10:0{m // 6}:{(m % 6) * 10:02d}", 100 + m) for m in range(20))
     d = _run(tmp_path, steps + _IB_FAILURE)
     assert "since_progress_ms" not in d.facts
+
+
+_OOM_WARN = "train-07:2202:2202 [2] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'\n"
+
+
+def test_a_process_in_several_communicators_gets_the_rank_of_the_largest(tmp_path: Path) -> None:
+    text = (
+        "train-07:2202:2290 [2] NCCL INFO comm 0x7f10 rank 1 nranks 2 cudaDev 2 busId 41000 - Init COMPLETE\n"
+        "train-07:2202:2290 [2] NCCL INFO comm 0x7f20 rank 10 nranks 16 cudaDev 2 busId 41000 - "
+        "Init COMPLETE\n"
+        "train-07:2202:2290 [2] NCCL INFO Channel 00/0 : 1[2] -> 0[1] via P2P/IPC/read\n"
+    )
+    d = _run(tmp_path, text + _OOM_WARN)
+    assert d.culprit is not None and d.culprit.ranks == (10,)
+
+
+def test_channel_lines_of_several_communicators_alone_map_no_rank(tmp_path: Path) -> None:
+    text = (
+        "train-07:2202:2290 [2] NCCL INFO Channel 00/0 : 1[2] -> 0[1] via P2P/IPC/read\n"
+        "train-07:2202:2291 [2] NCCL INFO Channel 00/0 : 5[2] -> 13[2] [send] via NET/IB/0/GDRDMA\n"
+    )
+    d = _run(tmp_path, text + _OOM_WARN)
+    assert d.culprit is not None
+    assert d.culprit.ranks == () and d.culprit.hosts == ("train-07",)
