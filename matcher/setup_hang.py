@@ -32,12 +32,10 @@ ALGORITHM = "nccl/nvls-or-algorithm"
 # Releases before this are years old: peers on other nodes rarely run the same one, and many hangs
 # fixed since were NCCL bugs.
 OLD_NCCL = (2, 12)
+# More ranks than one host holds: the job spans nodes even when only one node's lines are in the bundle.
+GPUS_PER_HOST = 8
 # Unknown leads: the suggestions are what to check, not findings.
 UNKNOWN_MASS = 1.0
-NO_CULPRIT_REASON = (
-    "the job hung right after NCCL initialisation (setup lines, then nothing) without any error line, "
-    "so no rank or host can be named"
-)
 _SETUP_FIELDS = ("transport", "interface")
 
 
@@ -45,6 +43,14 @@ _SETUP_FIELDS = ("transport", "interface")
 class Suggestions:
     masses: dict[str, float] = field(default_factory=dict)
     evidence: dict[str, list[Observation]] = field(default_factory=lambda: defaultdict(list))
+    seen: str = ""  # what the setup lines showed, for the reason
+
+    @property
+    def no_culprit_reason(self) -> str:
+        return (
+            f"the job hung right after NCCL initialisation ({self.seen}) without any error line, "
+            "so no rank or host can be named"
+        )
 
     def add(self, cls: str, amount: float, observations: list[Observation]) -> None:
         self.masses[cls] = self.masses.get(cls, 0.0) + amount
@@ -77,9 +83,9 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
     versions = [o for o in observations if o.role == "context" and "nccl_version" in o.fields]
     old = [o for o in versions if (v := _version(o.fields["nccl_version"])) is not None and v < OLD_NCCL]
     hosts = {h for h in (ranks.host(o) for o in setup) if h}
-    several_hosts = len(hosts) > 1 or bool(net_lines)
+    several_hosts = len(hosts) > 1 or bool(net_lines) or (ranks.world_size or 0) > GPUS_PER_HOST
 
-    out = Suggestions()
+    out = Suggestions(seen=_seen(hosts, several_hosts, transports, consumer, old))
     out.add(UNKNOWN, UNKNOWN_MASS, setup)
     peer_to_peer = p2p_lines + consumer
     if not several_hosts:
@@ -103,3 +109,27 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
     if peer_to_peer:
         out.add(P2P, 0.25, peer_to_peer)
     return out
+
+
+def _seen(
+    hosts: set[str],
+    several_hosts: bool,
+    transports: list[Observation],
+    consumer: list[Observation],
+    old: list[Observation],
+) -> str:
+    parts = [f"{len(hosts)} hosts" if len(hosts) > 1 else ("several hosts" if several_hosts else "one host")]
+    kinds = sorted({_family(str(o.fields["transport"])) for o in transports})
+    if kinds:
+        parts.append("transports " + ", ".join(kinds))
+    if consumer:
+        parts.append("consumer GPUs")
+    if old:
+        parts.append(f"NCCL {old[0].fields['nccl_version']}, an old release")
+    return "; ".join(parts)
+
+
+def _family(transport: str) -> str:
+    """ "NET/IB/0(4)/GDRDMA" -> "NET/IB GDRDMA", "P2P/IPC/read" -> "P2P/IPC": kind, not device."""
+    family = "/".join(transport.split("/")[:2])
+    return f"{family} GDRDMA" if "GDRDMA" in transport else family

@@ -81,6 +81,15 @@ def test_an_old_nccl_release_puts_versions_before_the_interface(tmp_path: Path) 
     d = _run(tmp_path, text)
     assert _classes(d)[:3] == ["unknown", "config/version-mismatch", "network/interface-selection"]
     assert any("2.8.4" in e.text for e in d.diagnoses[1].evidence)
+    assert "2.8.4" in (d.no_culprit_reason or "")
+
+
+def test_one_hosts_lines_of_a_job_larger_than_a_host_are_treated_as_multi_node(tmp_path: Path) -> None:
+    text = _setup("node-a", 4100, 0, "ens5", "10.0.1.4", []) + (
+        "node-a:4100:4190 [0] NCCL INFO comm 0x5a10 rank 0 nranks 32 cudaDev 0 busId 18000 - Init COMPLETE\n"
+    )
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["unknown", "network/interface-selection"]
 
 
 def test_gpudirect_rdma_paths_suggest_driver_stack_and_ib(tmp_path: Path) -> None:
