@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from matcher import prefixes, read, rejoin
 from matcher.catalog import Catalog, Signature, convert_fields
 from matcher.model import FieldValue, Line, Observation, ScanResult, SourceSummary, Stats
+from matcher.prefetch import prefetched
 from matcher.prefilter import Prefilter
 from matcher.read import ReadLimits, Source
 
@@ -302,7 +303,7 @@ def scan(
             continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
         first = len(observations)
         state = _SourceScan(source, catalog, observations)
-        for block in read.iter_blocks(source, limits):
+        for block in prefetched(read.iter_blocks(source, limits)):
             state.block(block, prefilter)
             done += len(block.data)
             if progress is not None:
