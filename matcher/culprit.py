@@ -9,6 +9,7 @@ the rank died of a root-class reason, and for rank0-only-work the main process i
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +22,10 @@ from matcher.timeouts import MISSING_RANK, RANK0
 
 XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
+RENDEZVOUS = "rendezvous/store"
+# Peer values that name no machine: an unset MASTER_ADDR ("(null)") or the rank's own loopback.
+_NOT_A_HOST = re.compile(r"^(?:\(null\)|null|none|localhost|127\.[\d.]+|::1|0\.0\.0\.0)$", re.IGNORECASE)
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$|^[0-9a-fA-F:]+$")
 # Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
 _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
 # Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
@@ -114,6 +119,11 @@ def decide(
         return voted or CulpritDecision(
             None, "the mismatch report names the two ranks that disagree, not which of them is the odd one"
         )
+    if root_obs and primary == RENDEZVOUS:
+        # The ranks that report a rendezvous failure are its victims; the store host they name is not.
+        store_host = _from_rendezvous_peer(root_obs)
+        if store_host is not None:
+            return store_host
     if root_obs:
         decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
         if decision.culprit is not None:
@@ -288,6 +298,28 @@ def _from_peer(cascades: list[Observation], rm: RankMap) -> CulpritDecision | No
         ),
         None,
     )
+
+
+def _peer_host(peer: str) -> str | None:
+    """ "gpu-3<48211>", "[10.0.0.1]:29500", "master-0" -> the machine; None for no machine at all."""
+    host = peer.split("<")[0].strip().strip("[]")
+    if host.count(":") == 1:  # host:port (an IPv6 address has several colons)
+        host = host.split(":")[0]
+    host = host.strip("[]")
+    if not host or _NOT_A_HOST.match(host) or not _HOST_NAME.match(host):
+        return None
+    return host
+
+
+def _from_rendezvous_peer(root_obs: list[Observation]) -> CulpritDecision | None:
+    """Every rendezvous failure names one store / master host: that host (down, not listening, or a
+    name that does not resolve) is where the job broke, not the ranks that tried to reach it."""
+    hosts = {h for h in (_peer_host(str(o.fields["peer"])) for o in root_obs if "peer" in o.fields) if h}
+    if len(hosts) != 1:
+        return None
+    host = hosts.pop()
+    reason = f"the ranks could not reach the rendezvous host {host} (MASTER_ADDR): no such name, or no answer"
+    return CulpritDecision(Culprit((), (host,), reason), None)
 
 
 def _from_torchrun(

@@ -270,3 +270,24 @@ def test_channel_lines_of_several_communicators_alone_map_no_rank(tmp_path: Path
     d = _run(tmp_path, text + _OOM_WARN)
     assert d.culprit is not None
     assert d.culprit.ranks == () and d.culprit.hosts == ("train-07",)
+
+
+# --- the rendezvous host the ranks could not reach ---------------------------------------------------------
+
+
+def test_ranks_that_cannot_reach_the_store_name_the_store_host(tmp_path: Path) -> None:
+    text = "".join(
+        f"[rank{r}]: torch.distributed.DistStoreError: The client socket has timed out after 900000ms while "
+        f"trying to connect to (trainer-master-0, 29500).\n"
+        for r in (1, 2, 3)
+    )
+    d = _run(tmp_path, text)
+    assert d.primary.class_id == "rendezvous/store"
+    assert d.culprit is not None
+    assert d.culprit.hosts == ("trainer-master-0",) and d.culprit.ranks == ()
+
+
+def test_an_unset_master_address_names_no_host(tmp_path: Path) -> None:
+    d = _run(tmp_path, "nslookup: can't resolve '(null)': Name does not resolve\n")
+    assert d.primary.class_id == "rendezvous/store"
+    assert d.culprit is None
