@@ -8,11 +8,16 @@ off line prefixes or file paths, torchrun failure entries (rank, host, exit code
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from matcher.model import FieldValue, Observation, SourceSummary
+
+# How far below a shell prompt pasted command output still belongs to the prompt's host (dmesg and
+# nvidia-smi outputs are long; a paste that goes on past this is probably something else).
+PROMPT_REACH_LINES = 200
 
 
 def as_int(value: FieldValue | None) -> int | None:
@@ -34,6 +39,8 @@ class RankMap:
     known: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     world_size: int | None = None
+    # source -> sorted (line number, host) of shell prompts that ran a host diagnostic there
+    prompts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     def rank(self, obs: Observation) -> int | None:
         """The global rank an observation belongs to, or None when nothing ties it to one."""
@@ -56,7 +63,19 @@ class RankMap:
         rank = as_int(obs.fields.get("rank"))
         if rank is None:
             rank = obs.line.rank
-        return self.host_of.get(rank) if rank is not None else None
+        if rank is not None and rank in self.host_of:
+            return self.host_of[rank]
+        return self._prompt_host(obs)
+
+    def _prompt_host(self, obs: Observation) -> str | None:
+        """The host of the nearest shell prompt above this line, for output pasted under it."""
+        prompts = self.prompts.get(obs.line.source)
+        if not prompts:
+            return None
+        at = bisect.bisect_left(prompts, (obs.line.lineno, "")) - 1
+        if at < 0 or obs.line.lineno - prompts[at][0] > PROMPT_REACH_LINES:
+            return None
+        return prompts[at][1]
 
     def ranks_on(self, host: str) -> list[int]:
         return sorted(r for r, h in self.host_of.items() if h == host)
@@ -78,6 +97,7 @@ def build_rank_map(observations: Iterable[Observation], sources: Iterable[Source
         if summary.host:
             rm.hosts.add(summary.host)
     claims: dict[tuple[str, int], list[Observation]] = defaultdict(list)
+    prompts: list[tuple[str, int, str]] = []
     for obs in observations:
         line_host = obs.line.host
         if line_host:
@@ -91,6 +111,8 @@ def build_rank_map(observations: Iterable[Observation], sources: Iterable[Source
             rm.world_size = max(rm.world_size or 0, world)
         rank = as_int(obs.fields.get("rank"))
         if rank is None:
+            if obs.role == "context" and "host" in obs.fields and obs.line.host is None:
+                prompts.append((obs.line.source, obs.line.lineno, str(obs.fields["host"])))
             continue
         if obs.role != "context":
             # torchrun's failure entries name a rank and the agent's host: a mapping, not membership.
@@ -108,6 +130,8 @@ def build_rank_map(observations: Iterable[Observation], sources: Iterable[Source
         if chosen is not None and rank is not None:
             rm.rank_of_process[(host, pid)] = rank
             _record(rm, rank, host, chosen)
+    for source, lineno, host in sorted(prompts):
+        rm.prompts.setdefault(source, []).append((lineno, host))
     return rm
 
 

@@ -291,3 +291,21 @@ def test_an_unset_master_address_names_no_host(tmp_path: Path) -> None:
     d = _run(tmp_path, "nslookup: can't resolve '(null)': Name does not resolve\n")
     assert d.primary.class_id == "rendezvous/store"
     assert d.culprit is None
+
+
+# --- output pasted under a shell prompt belongs to the prompt's host ----------------------------------------
+
+
+_XID = "[Tue Mar  4 02:11:09 2025] NVRM: Xid (PCI:0000:41:00): 79, pid=0, GPU has fallen off the bus.\n"
+
+
+def test_kernel_lines_pasted_under_a_prompt_belong_to_its_host(tmp_path: Path) -> None:
+    d = _run(tmp_path, "root@gpu-node-31:~# dmesg -T | grep -i xid\n" + _XID)
+    assert d.primary.class_id == "hardware/gpu-xid"
+    assert d.culprit is not None and d.culprit.hosts == ("gpu-node-31",)
+
+
+def test_lines_above_the_prompt_or_far_below_it_are_not_its_hosts(tmp_path: Path) -> None:
+    filler = "".join(f"    {i} | some unrelated pasted text\n" for i in range(250))
+    d = _run(tmp_path, _XID + "root@gpu-node-31:~# dmesg -T | grep -i xid\n" + filler + _XID)
+    assert d.culprit is None
