@@ -309,3 +309,9 @@ def test_lines_above_the_prompt_or_far_below_it_are_not_its_hosts(tmp_path: Path
     filler = "".join(f"    {i} | some unrelated pasted text\n" for i in range(250))
     d = _run(tmp_path, _XID + "root@gpu-node-31:~# dmesg -T | grep -i xid\n" + filler + _XID)
     assert d.culprit is None
+
+
+def test_a_receive_channel_line_names_the_writer_second(tmp_path: Path) -> None:
+    text = "train-07:2202:2290 [2] NCCL INFO Channel 01/1 : 9[2] -> 2[2] [receive] via NET/IB/1/GDRDMA\n"
+    d = _run(tmp_path, text + _OOM_WARN)
+    assert d.culprit is not None and d.culprit.ranks == (2,)
