@@ -70,7 +70,7 @@ def _version(value: object) -> tuple[int, ...] | None:
 def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | None:
     """Runners-up for a hang after NCCL init, or None when the bundle shows no NCCL setup at all."""
     setup = setup_lines(observations)
-    if not setup:
+    if not setup or _progressed_after(setup, observations):
         return None
     transports = [o for o in setup if "transport" in o.fields]
     interfaces = [o for o in setup if "interface" in o.fields]
@@ -133,3 +133,17 @@ def _family(transport: str) -> str:
     """ "NET/IB/0(4)/GDRDMA" -> "NET/IB GDRDMA", "P2P/IPC/read" -> "P2P/IPC": kind, not device."""
     family = "/".join(transport.split("/")[:2])
     return f"{family} GDRDMA" if "GDRDMA" in transport else family
+
+
+def _progressed_after(setup: list[Observation], observations: list[Observation]) -> bool:
+    """Training progress logged after the setup lines: the job did not hang at init."""
+    last_line = {o.line.source: o.line.lineno for o in sorted(setup, key=lambda o: o.line.lineno)}
+    times = [o.line.time for o in setup if o.line.time is not None]
+    for obs in observations:
+        if obs.role != "context" or "step" not in obs.fields:
+            continue
+        if obs.line.source in last_line and obs.line.lineno > last_line[obs.line.source]:
+            return True
+        if times and obs.line.time is not None and obs.line.time > max(times):
+            return True
+    return False

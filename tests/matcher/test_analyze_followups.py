@@ -315,3 +315,10 @@ def test_a_receive_channel_line_names_the_writer_second(tmp_path: Path) -> None:
     text = "train-07:2202:2290 [2] NCCL INFO Channel 01/1 : 9[2] -> 2[2] [receive] via NET/IB/1/GDRDMA\n"
     d = _run(tmp_path, text + _OOM_WARN)
     assert d.culprit is not None and d.culprit.ranks == (2,)
+
+
+def test_training_progress_after_the_setup_lines_is_no_hang_at_init(tmp_path: Path) -> None:
+    text = _setup("node-a", 4100, 0, "ens5", "10.0.1.4", [(1, "P2P/IPC/read")]) + _iteration("10:00:00", 10)
+    d = _run(tmp_path, text)
+    assert _classes(d) == ["unknown"]
+    assert "NCCL initialisation" not in (d.no_culprit_reason or "")
