@@ -77,7 +77,7 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     masses: dict[str, float] = {}
     support: dict[str, list[Observation]] = {}
     extra_evidence: dict[str, tuple[Evidence, ...]] = {}
-    hung_after_init: setup_hang.Suggestions | None = None
+    after_init: setup_hang.Suggestions | None = None
     if roots:
         for cls, obs in roots.items():
             masses[cls] = scoring.mass(obs, rm)
@@ -99,7 +99,7 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         quiet = not cascades and table.kind == "none" and (fr is None or fr.kind == "no-issue")
         suggestions = setup_hang.suggest(observations, rm) if quiet else None
         if suggestions is not None:
-            hung_after_init = suggestions
+            after_init = suggestions
             for cls, amount in suggestions.masses.items():
                 masses[cls] = masses.get(cls, 0.0) + amount
                 support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
@@ -117,8 +117,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
     decision = decide(primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue)
-    if hung_after_init is not None and decision.culprit is None:
-        decision = replace(decision, no_culprit_reason=hung_after_init.no_culprit_reason)
+    if after_init is not None and decision.culprit is None:
+        decision = replace(decision, no_culprit_reason=after_init.no_culprit_reason)
     facts = _facts(primary, support.get(primary, []), observations, table, decision.culprit)
     return Diagnosis(
         diagnoses=ranked,

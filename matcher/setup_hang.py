@@ -14,13 +14,13 @@ runners-up are what an expert checks next, ranked by what the setup lines show:
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from matcher.model import Observation
 from matcher.rankmap import RankMap
 from matcher.taxonomy import UNKNOWN
+from matcher.versions import release_tuple
 
 P2P = "p2p/pcie-acs"
 VERSION = "config/version-mismatch"
@@ -62,11 +62,6 @@ def setup_lines(observations: list[Observation]) -> list[Observation]:
     return [o for o in observations if o.role == "context" and any(k in o.fields for k in _SETUP_FIELDS)]
 
 
-def _version(value: object) -> tuple[int, ...] | None:
-    found = re.match(r"(\d+)\.(\d+)", str(value))
-    return (int(found.group(1)), int(found.group(2))) if found else None
-
-
 def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | None:
     """Runners-up for a hang after NCCL init, or None when the bundle shows no NCCL setup at all."""
     setup = setup_lines(observations)
@@ -81,7 +76,7 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
     ib_lines = [o for o in net_lines if str(o.fields["transport"]).startswith("NET/IB")]
     consumer = [o for o in observations if o.role == "context" and P2P in o.classes]
     versions = [o for o in observations if o.role == "context" and "nccl_version" in o.fields]
-    old = [o for o in versions if (v := _version(o.fields["nccl_version"])) is not None and v < OLD_NCCL]
+    old = [o for o in versions if _is_old(o.fields["nccl_version"])]
     hosts = {h for h in (ranks.host(o) for o in setup) if h}
     several_hosts = len(hosts) > 1 or bool(net_lines) or (ranks.world_size or 0) > GPUS_PER_HOST
 
@@ -111,6 +106,11 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
     return out
 
 
+def _is_old(nccl_version: object) -> bool:
+    release = release_tuple(nccl_version)
+    return release is not None and release < OLD_NCCL
+
+
 def _seen(
     hosts: set[str],
     several_hosts: bool,
@@ -137,7 +137,9 @@ def _family(transport: str) -> str:
 
 def _progressed_after(setup: list[Observation], observations: list[Observation]) -> bool:
     """Training progress logged after the setup lines: the job did not hang at init."""
-    last_line = {o.line.source: o.line.lineno for o in sorted(setup, key=lambda o: o.line.lineno)}
+    last_line: dict[str, int] = {}
+    for o in setup:
+        last_line[o.line.source] = max(o.line.lineno, last_line.get(o.line.source, 0))
     times = [o.line.time for o in setup if o.line.time is not None]
     for obs in observations:
         if obs.role != "context" or "step" not in obs.fields:

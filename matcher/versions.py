@@ -27,6 +27,12 @@ def _release(value: object) -> str | None:
     return found.group(0) if found else None
 
 
+def release_tuple(value: object) -> tuple[int, ...] | None:
+    """ "2.7.8+cuda10.2" -> (2, 7, 8): comparable release numbers, None when there are none."""
+    release = _release(value)
+    return tuple(int(part) for part in release.split(".")) if release else None
+
+
 def differing_versions(observations: list[Observation], ranks: RankMap) -> list[Observation]:
     """One line per distinct release of a version field that differs across hosts (or ranks), else []."""
     # (signature, field) -> release -> {who: first line}
