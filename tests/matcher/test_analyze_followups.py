@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matcher.model import Diagnosis
+from matcher.model import Diagnosis, Line, Observation
 from matcher.pipeline import diagnose
+from matcher.rankmap import build_rank_map
+from matcher.versions import differing_versions
 
 
 def _run(tmp_path: Path, text: str, name: str = "job.log") -> Diagnosis:
@@ -322,3 +324,24 @@ def test_training_progress_after_the_setup_lines_is_no_hang_at_init(tmp_path: Pa
     d = _run(tmp_path, text)
     assert _classes(d) == ["unknown"]
     assert "NCCL initialisation" not in (d.no_culprit_reason or "")
+
+
+def _version_line(host: str | None, version: str, signature: str = "torch-version") -> Observation:
+    line = Line(source="env.log", lineno=1, text=f"torch {version}", host=host)
+    return Observation(signature, (), "context", line, {"torch_version": version})
+
+
+def test_local_build_tags_are_the_same_release() -> None:
+    observations = [_version_line("node-a", "2.3.1+cu121"), _version_line("node-b", "2.3.1")]
+    assert differing_versions(observations, build_rank_map(observations, ())) == []
+
+
+def test_versions_nobody_can_be_tied_to_are_not_compared() -> None:
+    observations = [_version_line(None, "2.3.1"), _version_line(None, "2.5.0")]
+    assert differing_versions(observations, build_rank_map(observations, ())) == []
+
+
+def test_two_hosts_on_two_releases_differ() -> None:
+    observations = [_version_line("node-a", "2.3.1"), _version_line("node-b", "2.5.0+cu124")]
+    found = differing_versions(observations, build_rank_map(observations, ()))
+    assert sorted(str(o.fields["torch_version"]) for o in found) == ["2.3.1", "2.5.0+cu124"]
