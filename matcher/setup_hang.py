@@ -107,7 +107,7 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
 
 
 def _is_old(nccl_version: object) -> bool:
-    release = release_tuple(nccl_version)
+    release = release_tuple(nccl_version, "nccl_version")
     return release is not None and release < OLD_NCCL
 
 

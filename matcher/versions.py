@@ -22,15 +22,18 @@ MISMATCH_MASS = 0.9
 _RELEASE = re.compile(r"\d+(?:\.\d+){0,2}")
 
 
-def _release(value: object) -> str | None:
-    found = _RELEASE.match(str(value).strip().lstrip("vV"))
-    return found.group(0) if found else None
-
-
-def release_tuple(value: object) -> tuple[int, ...] | None:
+def release_tuple(value: object, name: str = "") -> tuple[int, ...] | None:
     """ "2.7.8+cuda10.2" -> (2, 7, 8): comparable release numbers, None when there are none."""
-    release = _release(value)
-    return tuple(int(part) for part in release.split(".")) if release else None
+    found = _RELEASE.match(str(value).strip().lstrip("vV"))
+    if not found:
+        return None
+    parts = tuple(int(part) for part in found.group(0).split("."))
+    if name == "nccl_version" and len(parts) == 3 and parts[0] >= 10:
+        # PyTorch 1.x decoded NCCL >= 2.9's version code (major*10000 + minor*100 + patch) with the old
+        # scheme (major*1000 + minor*100 + patch) and printed 2.10.3 as "21.0.3".
+        code = parts[0] * 1000 + parts[1] * 100 + parts[2]
+        parts = (code // 10000, code % 10000 // 100, code % 100)
+    return parts
 
 
 def differing_versions(observations: list[Observation], ranks: RankMap) -> list[Observation]:
@@ -45,9 +48,9 @@ def differing_versions(observations: list[Observation], ranks: RankMap) -> list[
         if who is None:
             continue  # a version line nobody can be tied to may be pasted from another run
         for name in VERSION_FIELDS:
-            release = _release(obs.fields[name]) if name in obs.fields else None
+            release = release_tuple(obs.fields[name], name) if name in obs.fields else None
             if release is not None:
-                seen[(obs.signature, name)][release].setdefault(who, obs)
+                seen[(obs.signature, name)][".".join(map(str, release))].setdefault(who, obs)
     evidence: list[Observation] = []
     for releases in seen.values():
         reporters = [set(by_who) for by_who in releases.values()]

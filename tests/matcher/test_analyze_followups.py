@@ -345,3 +345,11 @@ def test_two_hosts_on_two_releases_differ() -> None:
     observations = [_version_line("node-a", "2.3.1"), _version_line("node-b", "2.5.0+cu124")]
     found = differing_versions(observations, build_rank_map(observations, ()))
     assert sorted(str(o.fields["torch_version"]) for o in found) == ["2.3.1", "2.5.0+cu124"]
+
+
+def test_old_pytorchs_misprinted_nccl_version_is_the_same_release() -> None:
+    observations = [
+        Observation("nccl-version", (), "context", Line("a.log", 1, "x", host=host), {"nccl_version": v})
+        for host, v in (("node-a", "2.10.3"), ("node-b", "21.0.3"))
+    ]
+    assert differing_versions(observations, build_rank_map(observations, ())) == []
