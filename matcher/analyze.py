@@ -213,6 +213,10 @@ def _facts(
     # A rank/host taken from one evidence line would be mistaken for the culprit downstream.
     facts.pop("rank", None)
     facts.pop("host", None)
+    if "nccl_version" in facts:
+        release = versions.release_tuple(facts["nccl_version"], "nccl_version")
+        if release is not None and not str(facts["nccl_version"]).startswith(f"{release[0]}."):
+            facts["nccl_version"] = ".".join(map(str, release))  # old PyTorch's misprint, decoded
     stalled = progress.since_progress_ms(observations)
     if stalled is not None:
         facts[progress.FACT] = stalled

@@ -353,3 +353,13 @@ def test_old_pytorchs_misprinted_nccl_version_is_the_same_release() -> None:
         for host, v in (("node-a", "2.10.3"), ("node-b", "21.0.3"))
     ]
     assert differing_versions(observations, build_rank_map(observations, ())) == []
+
+
+def test_the_nccl_version_fact_is_decoded_from_old_pytorchs_misprint(tmp_path: Path) -> None:
+    text = (
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+        "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:911, unhandled cuda error, "
+        "NCCL version 21.1.4\n"
+    )
+    d = _run(tmp_path, text)
+    assert d.facts["nccl_version"] == "2.11.4"
