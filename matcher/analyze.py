@@ -96,8 +96,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         for cls, amount in inference.masses.items():
             masses[cls] = masses.get(cls, 0.0) + amount
             support.setdefault(cls, []).extend(inference.evidence.get(cls, []))
-        quiet = not cascades and table.kind == "none" and (fr is None or fr.kind == "no-issue")
-        suggestions = setup_hang.suggest(observations, rm) if quiet else None
+        silent = setup_hang.silent(cascades, table, fr)
+        suggestions = setup_hang.suggest(observations, rm) if silent else None
         if suggestions is not None:
             after_init = suggestions
             for cls, amount in suggestions.masses.items():

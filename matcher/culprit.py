@@ -31,8 +31,9 @@ _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
 # Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
 # X, but Rank 0 is running Y"): the writer is not the odd one out, only a vote across ranks can tell.
 _REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
-# Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent.
-_COLLATERAL_EXIT_CODES = {-6, -15, 6, 15}
+# Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent,
+# SIGINT / SIGHUP from a user stopping the job.
+_COLLATERAL_EXIT_CODES = {-6, -15, 6, 15, -2, -1}
 SIMULTANEOUS_S = 1.0
 # How a culprit reason names what happened ("rank 5 (gpu-node-017) hit CUDA out of memory at ...").
 _FAILURE_PHRASES = {

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from matcher.model import Observation
+from matcher.crossrank import TableVerdict
+from matcher.model import FRFinding, Observation
 from matcher.rankmap import RankMap
 from matcher.taxonomy import UNKNOWN
 from matcher.versions import release_tuple
@@ -37,6 +38,9 @@ GPUS_PER_HOST = 8
 # Unknown leads: the suggestions are what to check, not findings.
 UNKNOWN_MASS = 1.0
 _SETUP_FIELDS = ("transport", "interface")
+# What a launcher says when the job is stopped from outside (a user's Ctrl-C on the hang, scancel, a time
+# limit): no error of the job's own, so the hang stays silent.
+STOPPED_SYMPTOMS = frozenset({"child-failed", "task-killed"})
 
 
 @dataclass(slots=True)
@@ -58,8 +62,20 @@ class Suggestions:
 
 
 def setup_lines(observations: list[Observation]) -> list[Observation]:
-    """NCCL's communicator-setup facts: bootstrap / socket interface and channel transport lines."""
-    return [o for o in observations if o.role == "context" and any(k in o.fields for k in _SETUP_FIELDS)]
+    """NCCL's communicator-setup facts: bootstrap / socket interface, channel transport and communicator
+    init lines (a rank together with the communicator size)."""
+    return [
+        o
+        for o in observations
+        if o.role == "context"
+        and (any(k in o.fields for k in _SETUP_FIELDS) or ("rank" in o.fields and "world_size" in o.fields))
+    ]
+
+
+def silent(cascades: list[Observation], table: TableVerdict, fr: FRFinding | None) -> bool:
+    """Nothing reported a failure: no timeout, peer or NCCL error, at most the job being stopped."""
+    stopped_only = all(o.symptom in STOPPED_SYMPTOMS and not o.classes for o in cascades)
+    return stopped_only and table.kind == "none" and (fr is None or fr.kind == "no-issue")
 
 
 def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | None:

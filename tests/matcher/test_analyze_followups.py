@@ -363,3 +363,21 @@ def test_the_nccl_version_fact_is_decoded_from_old_pytorchs_misprint(tmp_path: P
     )
     d = _run(tmp_path, text)
     assert d.facts["nccl_version"] == "2.11.4"
+
+
+def test_a_hang_stopped_by_the_user_is_still_a_silent_hang_after_init(tmp_path: Path) -> None:
+    text = "".join(
+        _setup("dgx-box", 5100 + r, r, "enp65s0", "10.3.0.8", [((r + 1) % 2, "P2P/IPC/read")])
+        for r in range(2)
+    ) + (
+        "W0112 08:30:00.123000 140112 torch/distributed/elastic/agent/server/api.py:704] Received "
+        "Signals.SIGINT death signal, shutting down workers\n"
+        "W0112 08:30:00.456000 140112 torch/distributed/elastic/multiprocessing/api.py:897] Sending process "
+        "5100 closing signal SIGINT\n"
+        "E0112 08:30:01.789000 140112 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: -2) local_rank: 0 (pid: 5100) of binary: /usr/bin/python3\n"
+    )
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["unknown", "p2p/pcie-acs"]
+    assert d.culprit is None
+    assert "hung right after NCCL initialisation" in (d.no_culprit_reason or "")
