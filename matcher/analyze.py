@@ -147,11 +147,11 @@ def _demote_echoes(roots: dict[str, list[Observation]], masses: dict[str, float]
 
 
 def _follows(later: Observation, earlier: Observation) -> bool:
-    """`later` was written after `earlier`: by time where both lines have one, else by position in
-    the same file; lines that cannot be ordered do not count as following."""
+    """`later` was written with or after `earlier`: by time where both lines have one, else by position
+    in the same file; lines that cannot be ordered do not count as following."""
     if later.line.time is not None and earlier.line.time is not None:
         return later.line.time >= earlier.line.time
-    return later.line.source == earlier.line.source and later.line.lineno > earlier.line.lineno
+    return later.line.source == earlier.line.source and later.line.lineno >= earlier.line.lineno
 
 
 def _rank(

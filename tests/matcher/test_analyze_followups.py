@@ -381,3 +381,9 @@ def test_a_hang_stopped_by_the_user_is_still_a_silent_hang_after_init(tmp_path: 
     assert _classes(d)[:2] == ["unknown", "p2p/pcie-acs"]
     assert d.culprit is None
     assert "hung right after NCCL initialisation" in (d.no_culprit_reason or "")
+
+
+def test_nccls_report_alone_keeps_the_application_as_runner_up(tmp_path: Path) -> None:
+    d = _run(tmp_path, _NCCL_IMA)
+    assert _classes(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
+    assert d.diagnoses[1].confidence < 0.3
