@@ -3,8 +3,14 @@
 `analyze(scan, fr)` is a pure function. Root lines anywhere in the bundle decide the class; cascade
 lines (what waiting or abandoned ranks say) only establish the symptom, and their own classes (peer
 exit) win only when no root line exists. Without any root line the timeout family is split with context
-clues, the cross-rank table and Flight Recorder (`matcher.timeouts`); the culprit follows the rules of
+clues, the cross-rank table and Flight Recorder (`matcher.timeouts`); a job that printed its NCCL setup
+and then nothing gets `unknown` with ranked suggestions (`matcher.setup_hang`); versions that differ across
+hosts support config/version-mismatch in every case (`matcher.versions`). The culprit follows the rules of
 `matcher.culprit`.
+
+Facts: KNOWN_FIELDS values of the primary's evidence and the cross-rank table, job-wide versions and
+world size, `culprit_rank` / `culprit_host`, and `since_progress_ms` (`matcher.progress`: milliseconds
+from the last timestamped progress line to the first failure line after it, where both are known).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher import crossrank, scoring
+from matcher import crossrank, progress, scoring, setup_hang, versions
 from matcher.crossrank import TableVerdict
 from matcher.culprit import decide
 from matcher.model import (
@@ -53,6 +59,12 @@ _CONTEXT_FACTS = ("nccl_version", "torch_version", "cuda_version", "driver_versi
 _TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")
 # Xids that usually mean an application fault (bad address, illegal instruction) rather than hardware.
 _APPLICATION_XIDS = {"13", "31", "43"}
+# A generic error class that echoes another class's own report of the same fault: a sticky CUDA error
+# (illegal access) first caught by NCCL's own CUDA check inside its kernels / enqueue surfaces again
+# in the framework's "CUDA error: ..." afterwards; only lines before NCCL's report speak for the echo.
+_ECHOES = {"cuda/illegal-access": "nccl/nvls-or-algorithm"}
+ECHO_FACTOR = 0.4
+VERSION_CLASS = "config/version-mismatch"
 
 
 def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
@@ -65,11 +77,13 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     masses: dict[str, float] = {}
     support: dict[str, list[Observation]] = {}
     extra_evidence: dict[str, tuple[Evidence, ...]] = {}
+    after_init: setup_hang.Suggestions | None = None
     if roots:
         for cls, obs in roots.items():
             masses[cls] = scoring.mass(obs, rm)
             support[cls] = obs
         _demote_application_xids(roots, masses)
+        _demote_echoes(roots, masses)
         for cls, obs in scoring.by_class(observations, "cascade").items():
             if cls not in masses:  # listed as a runner-up only
                 masses[cls] = 0.1 * scoring.mass(obs, rm)
@@ -82,6 +96,17 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         for cls, amount in inference.masses.items():
             masses[cls] = masses.get(cls, 0.0) + amount
             support.setdefault(cls, []).extend(inference.evidence.get(cls, []))
+        silent = setup_hang.silent(cascades, table, fr)
+        suggestions = setup_hang.suggest(observations, rm) if silent else None
+        if suggestions is not None:
+            after_init = suggestions
+            for cls, amount in suggestions.masses.items():
+                masses[cls] = masses.get(cls, 0.0) + amount
+                support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
+    split = versions.differing_versions(observations, rm)
+    if split:
+        masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + versions.MISMATCH_MASS
+        support.setdefault(VERSION_CLASS, []).extend(split)
     if fr is not None and fr.evidence:
         for cls in masses:
             if cls.startswith("timeout/") or cls == UNKNOWN:
@@ -92,6 +117,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
     decision = decide(primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue)
+    if after_init is not None and decision.culprit is None:
+        decision = replace(decision, no_culprit_reason=after_init.no_culprit_reason)
     facts = _facts(primary, support.get(primary, []), observations, table, decision.culprit)
     return Diagnosis(
         diagnoses=ranked,
@@ -108,6 +135,23 @@ def _demote_application_xids(roots: dict[str, list[Observation]], masses: dict[s
     xids = {str(o.fields.get("xid")) for o in xid_obs}
     if xid_obs and "cuda/illegal-access" in masses and xids <= _APPLICATION_XIDS:
         masses["hardware/gpu-xid"] *= 0.4
+
+
+def _demote_echoes(roots: dict[str, list[Observation]], masses: dict[str, float]) -> None:
+    for echo, origin in _ECHOES.items():
+        if echo not in masses or origin not in roots:
+            continue
+        first = min(roots[origin], key=scoring.chronological_key)
+        if all(_follows(o, first) for o in roots[echo]):
+            masses[echo] *= ECHO_FACTOR
+
+
+def _follows(later: Observation, earlier: Observation) -> bool:
+    """`later` was written with or after `earlier`: by time where both lines have one, else by position
+    in the same file; lines that cannot be ordered do not count as following."""
+    if later.line.time is not None and earlier.line.time is not None:
+        return later.line.time >= earlier.line.time
+    return later.line.source == earlier.line.source and later.line.lineno >= earlier.line.lineno
 
 
 def _rank(
@@ -169,6 +213,13 @@ def _facts(
     # A rank/host taken from one evidence line would be mistaken for the culprit downstream.
     facts.pop("rank", None)
     facts.pop("host", None)
+    if "nccl_version" in facts:
+        release = versions.release_tuple(facts["nccl_version"], "nccl_version")
+        if release is not None and not str(facts["nccl_version"]).startswith(f"{release[0]}."):
+            facts["nccl_version"] = ".".join(map(str, release))  # old PyTorch's misprint, decoded
+    stalled = progress.since_progress_ms(observations)
+    if stalled is not None:
+        facts[progress.FACT] = stalled
     if culprit is not None:
         if culprit.ranks:
             facts["culprit_rank"] = culprit.ranks[0]

@@ -9,6 +9,7 @@ the rank died of a root-class reason, and for rank0-only-work the main process i
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,13 +22,18 @@ from matcher.timeouts import MISSING_RANK, RANK0
 
 XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
+RENDEZVOUS = "rendezvous/store"
+# Peer values that name no machine: an unset MASTER_ADDR ("(null)") or the rank's own loopback.
+_NOT_A_HOST = re.compile(r"^(?:\(null\)|null|none|localhost|127\.[\d.]+|::1|0\.0\.0\.0)$", re.IGNORECASE)
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$|^[0-9a-fA-F:]+$")
 # Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
 _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
 # Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
 # X, but Rank 0 is running Y"): the writer is not the odd one out, only a vote across ranks can tell.
 _REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
-# Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent.
-_COLLATERAL_EXIT_CODES = {-6, -15, 6, 15}
+# Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent,
+# SIGINT / SIGHUP from a user stopping the job.
+_COLLATERAL_EXIT_CODES = {-6, -15, 6, 15, -2, -1}
 SIMULTANEOUS_S = 1.0
 # How a culprit reason names what happened ("rank 5 (gpu-node-017) hit CUDA out of memory at ...").
 _FAILURE_PHRASES = {
@@ -114,6 +120,11 @@ def decide(
         return voted or CulpritDecision(
             None, "the mismatch report names the two ranks that disagree, not which of them is the odd one"
         )
+    if root_obs and primary == RENDEZVOUS:
+        # The ranks that report a rendezvous failure are its victims; the store host they name is not.
+        store_host = _from_rendezvous_peer(root_obs)
+        if store_host is not None:
+            return store_host
     if root_obs:
         decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
         if decision.culprit is not None:
@@ -204,11 +215,21 @@ def _from_root_lines(
         many_hit = everyone_hit or (len(ordered) > 2 and 4 * len(ordered) > len(everyone))
         if many_hit:
             # Only a clear lead in time singles one rank out of many that hit the same error.
+            simultaneous = math.isinf(earliest) or first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S
+            if simultaneous:
+                shared = _shared_host(ordered, root_obs, rm)
+                if shared is not None:
+                    t_first = None if math.isinf(earliest) else earliest
+                    reason = (
+                        f"{len(ordered)} ranks, all on host {shared}, hit {label}{_clock(t_first)} "
+                        "and none of them stands out: the fault is local to that host"
+                    )
+                    return CulpritDecision(Culprit((), (shared,), reason), None)
             if math.isinf(earliest):
                 return CulpritDecision(
                     None, f"{len(ordered)} ranks hit {label} and no timestamp tells which was first"
                 )
-            if first_by_rank[ordered[1]] - earliest < SIMULTANEOUS_S:
+            if simultaneous:
                 return CulpritDecision(
                     None,
                     f"{len(ordered)} ranks hit {label} at about the same time: none stands out",
@@ -231,6 +252,18 @@ def _from_root_lines(
     if len(hosts) > 1:
         return CulpritDecision(None, f"{label} was logged on {len(hosts)} hosts; no single host stands out")
     return CulpritDecision(None, f"the lines reporting {label} carry no rank or host")
+
+
+def _shared_host(hit: list[int], root_obs: list[Observation], rm: RankMap) -> str | None:
+    """The one host every failing rank runs on, when the job also has ranks that did not fail: other
+    hosts, known ranks beyond the failing ones, or rank numbers beyond the failing count (ranks are
+    numbered from 0, so rank 14 implies fourteen peers)."""
+    hosts = {rm.host_of.get(r) for r in hit} | {rm.host(o) for o in root_obs}
+    host = hosts.pop() if len(hosts) == 1 else None
+    if host is None:
+        return None
+    others_exist = bool(rm.hosts - {host}) or bool(rm.all_ranks() - set(hit)) or max(hit) >= len(hit)
+    return host if others_exist else None
 
 
 def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) -> CulpritDecision | None:
@@ -266,6 +299,28 @@ def _from_peer(cascades: list[Observation], rm: RankMap) -> CulpritDecision | No
         ),
         None,
     )
+
+
+def _peer_host(peer: str) -> str | None:
+    """ "gpu-3<48211>", "[10.0.0.1]:29500", "master-0" -> the machine; None for no machine at all."""
+    host = peer.split("<")[0].strip().strip("[]")
+    if host.count(":") == 1:  # host:port (an IPv6 address has several colons)
+        host = host.split(":")[0]
+    host = host.strip("[]")
+    if not host or _NOT_A_HOST.match(host) or not _HOST_NAME.match(host):
+        return None
+    return host
+
+
+def _from_rendezvous_peer(root_obs: list[Observation]) -> CulpritDecision | None:
+    """Every rendezvous failure names one store / master host: that host (down, not listening, or a
+    name that does not resolve) is where the job broke, not the ranks that tried to reach it."""
+    hosts = {h for h in (_peer_host(str(o.fields["peer"])) for o in root_obs if "peer" in o.fields) if h}
+    if len(hosts) != 1:
+        return None
+    host = hosts.pop()
+    reason = f"the ranks could not reach the rendezvous host {host} (MASTER_ADDR): no such name, or no answer"
+    return CulpritDecision(Culprit((), (host,), reason), None)
 
 
 def _from_torchrun(

@@ -28,6 +28,7 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "pid",
         "device",  # CUDA device index or GPU bus id
         "seqnum",
+        "step",  # training step / iteration number of a progress line
         "optype",
         "numel_in",
         "numel_out",
@@ -38,6 +39,7 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "last_started",
         "interface",
         "ip",
+        "transport",  # NCCL channel transport: P2P/IPC, SHM/direct/direct, NET/IB/0/GDRDMA, NET/Socket/0
         "port",
         "peer",  # remote host/ip:port or rank named by a transport error
         "xid",
@@ -156,7 +158,8 @@ class Diagnosis:
 
     `facts` holds the values that make a runbook specific and feed the store: keys from KNOWN_FIELDS
     (`timeout_ms`, `seqnum`, `optype`, `interface`, `nccl_version`, `xid`, `world_size`, ...) taken from the
-    evidence of the primary class, plus `culprit_host` / `culprit_rank` when a culprit is named.
+    evidence of the primary class, plus `culprit_host` / `culprit_rank` when a culprit is named, and
+    `since_progress_ms` (ms from the last timestamped progress line to the failure) where both are known.
     `no_culprit_reason` says why `culprit` is None when the logs cannot name one.
     """
 

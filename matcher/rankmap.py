@@ -1,17 +1,23 @@
 """Who is who: global rank <-> host <-> GPU, and which ranks the bundle knows about.
 
-Sources, strongest first: NCCL init context lines (fields rank, host, device, world_size, on a line whose
-`host:pid` prefix ties later NCCL lines of the same process to that rank), rank/host attributes the reader
-peeled off line prefixes or file paths, torchrun failure entries (rank, host, exit code) and per-file
-summaries.
+Sources, strongest first: NCCL context lines (init lines with rank, host, device, world_size; channel
+lines with the rank; their `host:pid` prefix ties later NCCL lines of the same process to that rank; a
+process in several communicators gets the rank of the largest), rank/host attributes the reader peeled
+off line prefixes or file paths, torchrun failure entries (rank, host, exit code) and per-file summaries.
 """
 
 from __future__ import annotations
 
+import bisect
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from matcher.model import FieldValue, Observation, SourceSummary
+
+# How far below a shell prompt pasted command output still belongs to the prompt's host (dmesg and
+# nvidia-smi outputs are long; a paste that goes on past this is probably something else).
+PROMPT_REACH_LINES = 200
 
 
 def as_int(value: FieldValue | None) -> int | None:
@@ -33,6 +39,8 @@ class RankMap:
     known: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     world_size: int | None = None
+    # source -> sorted (line number, host) of shell prompts that ran a host diagnostic there
+    prompts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     def rank(self, obs: Observation) -> int | None:
         """The global rank an observation belongs to, or None when nothing ties it to one."""
@@ -55,7 +63,19 @@ class RankMap:
         rank = as_int(obs.fields.get("rank"))
         if rank is None:
             rank = obs.line.rank
-        return self.host_of.get(rank) if rank is not None else None
+        if rank is not None and rank in self.host_of:
+            return self.host_of[rank]
+        return self._prompt_host(obs)
+
+    def _prompt_host(self, obs: Observation) -> str | None:
+        """The host of the nearest shell prompt above this line, for output pasted under it."""
+        prompts = self.prompts.get(obs.line.source)
+        if not prompts:
+            return None
+        at = bisect.bisect_left(prompts, (obs.line.lineno, "")) - 1
+        if at < 0 or obs.line.lineno - prompts[at][0] > PROMPT_REACH_LINES:
+            return None
+        return prompts[at][1]
 
     def ranks_on(self, host: str) -> list[int]:
         return sorted(r for r, h in self.host_of.items() if h == host)
@@ -76,6 +96,8 @@ def build_rank_map(observations: Iterable[Observation], sources: Iterable[Source
         rm.known.update(summary.ranks_seen)
         if summary.host:
             rm.hosts.add(summary.host)
+    claims: dict[tuple[str, int], list[Observation]] = defaultdict(list)
+    prompts: list[tuple[str, int, str]] = []
     for obs in observations:
         line_host = obs.line.host
         if line_host:
@@ -89,22 +111,49 @@ def build_rank_map(observations: Iterable[Observation], sources: Iterable[Source
             rm.world_size = max(rm.world_size or 0, world)
         rank = as_int(obs.fields.get("rank"))
         if rank is None:
+            if obs.role == "context" and "host" in obs.fields and obs.line.host is None:
+                prompts.append((obs.line.source, obs.line.lineno, str(obs.fields["host"])))
             continue
         if obs.role != "context":
             # torchrun's failure entries name a rank and the agent's host: a mapping, not membership.
             if "host" in obs.fields and "exit_code" in obs.fields:
                 rm.host_of.setdefault(rank, str(obs.fields["host"]))
             continue
-        rm.known.add(rank)
         host = obs.fields.get("host") or line_host
-        # First mapping wins: the default communicator initialises first, and a sub-communicator's
-        # "rank" is local to it.
-        if host:
-            rm.host_of.setdefault(rank, str(host))
-            rm.hosts.add(str(host))
-            if obs.line.pid is not None:
-                rm.rank_of_process.setdefault((str(host), obs.line.pid), rank)
-        device = obs.fields.get("device")
-        if device is not None:
-            rm.device_of.setdefault(rank, str(device))
+        if host and obs.line.pid is not None:
+            claims[(str(host), obs.line.pid)].append(obs)
+        else:
+            _record(rm, rank, str(host) if host else None, obs)
+    for (host, pid), said in claims.items():
+        chosen = _global_claim(said)
+        rank = as_int(chosen.fields.get("rank")) if chosen is not None else None
+        if chosen is not None and rank is not None:
+            rm.rank_of_process[(host, pid)] = rank
+            _record(rm, rank, host, chosen)
+    for source, lineno, host in sorted(prompts):
+        rm.prompts.setdefault(source, []).append((lineno, host))
     return rm
+
+
+def _record(rm: RankMap, rank: int, host: str | None, obs: Observation) -> None:
+    rm.known.add(rank)
+    # First mapping wins: the default communicator initialises first.
+    if host:
+        rm.host_of.setdefault(rank, host)
+        rm.hosts.add(host)
+    device = obs.fields.get("device")
+    if device is not None:
+        rm.device_of.setdefault(rank, str(device))
+
+
+def _global_claim(said: list[Observation]) -> Observation | None:
+    """The line that gives one process's global rank. A process in several communicators (data, tensor,
+    pipeline groups) prints a different rank for each: the largest communicator is the global one; lines
+    without a size (channel lines) only count when they all agree. Ambiguity maps nothing: a wrong rank
+    would name a wrong culprit."""
+    sized = [o for o in said if (as_int(o.fields.get("world_size")) or 0) > 0]
+    if sized:
+        largest = max(as_int(o.fields["world_size"]) or 0 for o in sized)
+        said = [o for o in sized if as_int(o.fields["world_size"]) == largest]
+    ranks = {as_int(o.fields["rank"]) for o in said}
+    return said[0] if len(ranks) == 1 else None

@@ -68,7 +68,9 @@ def test_analyze_always_returns_a_well_formed_diagnosis(
     assert all(c.class_id in CLASSES for c in diagnosis.diagnoses)
     assert all(len(c.evidence) <= 5 for c in diagnosis.diagnoses)
     assert (diagnosis.culprit is None) == (diagnosis.no_culprit_reason is not None)
-    assert set(diagnosis.facts) <= KNOWN_FIELDS | {"culprit_rank", "culprit_host"}
+    assert set(diagnosis.facts) <= KNOWN_FIELDS | {"culprit_rank", "culprit_host", "since_progress_ms"}
+    stalled = diagnosis.facts.get("since_progress_ms")
+    assert stalled is None or (isinstance(stalled, int) and stalled >= 0)
     json.dumps(diagnosis.to_json())
 
 

@@ -1,0 +1,67 @@
+"""Different software versions reported by different hosts / ranks of one job.
+
+Every node of a job must load the same NCCL (and the same PyTorch / CUDA build): peers on different NCCL
+releases can hang or fail in their first collective, and the error lines rarely say so. Versions are
+compared per (signature, field), so the same kind of line is compared with itself (the CUDA version NCCL
+was built for is not the driver's CUDA version), and only their release numbers count ("2.3.1+cu121" and
+"2.3.1" are one release).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from matcher.model import Observation
+from matcher.rankmap import RankMap
+
+VERSION_FIELDS = ("nccl_version", "torch_version", "cuda_version", "driver_version")
+# Evidence, not proof: the mismatch may be harmless, so it supports the class without outweighing an
+# error line of another class.
+MISMATCH_MASS = 0.9
+_RELEASE = re.compile(r"\d+(?:\.\d+){0,2}")
+
+
+def release_tuple(value: object, name: str = "") -> tuple[int, ...] | None:
+    """ "2.7.8+cuda10.2" -> (2, 7, 8): comparable release numbers, None when there are none."""
+    found = _RELEASE.match(str(value).strip().lstrip("vV"))
+    if not found:
+        return None
+    parts = tuple(int(part) for part in found.group(0).split("."))
+    if name == "nccl_version" and len(parts) == 3 and parts[0] >= 10:
+        # PyTorch 1.x decoded NCCL >= 2.9's version code (major*10000 + minor*100 + patch) with the old
+        # scheme (major*1000 + minor*100 + patch) and printed 2.10.3 as "21.0.3".
+        code = parts[0] * 1000 + parts[1] * 100 + parts[2]
+        parts = (code // 10000, code % 10000 // 100, code % 100)
+    return parts
+
+
+def differing_versions(observations: list[Observation], ranks: RankMap) -> list[Observation]:
+    """One line per distinct release of a version field that differs across hosts (or ranks), else []."""
+    # (signature, field) -> release -> {who: first line}
+    seen: dict[tuple[str, str], dict[str, dict[str, Observation]]] = defaultdict(lambda: defaultdict(dict))
+    for obs in observations:
+        if obs.role != "context":
+            continue
+        host, rank = ranks.host(obs), ranks.rank(obs)
+        who = f"host {host}" if host else (f"rank {rank}" if rank is not None else None)
+        if who is None:
+            continue  # a version line nobody can be tied to may be pasted from another run
+        for name in VERSION_FIELDS:
+            release = release_tuple(obs.fields[name], name) if name in obs.fields else None
+            if release is not None:
+                seen[(obs.signature, name)][".".join(map(str, release))].setdefault(who, obs)
+    evidence: list[Observation] = []
+    for releases in seen.values():
+        reporters = [set(by_who) for by_who in releases.values()]
+        if len(releases) < 2 or _same_reporters_only(reporters):
+            continue
+        for by_who in releases.values():
+            evidence.append(next(iter(by_who.values())))
+    return evidence
+
+
+def _same_reporters_only(reporters: list[set[str]]) -> bool:
+    """Two releases named by the same single process (a build line and a runtime line) are no split."""
+    everyone = set().union(*reporters)
+    return len(everyone) < 2
