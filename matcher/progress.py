@@ -1,10 +1,12 @@
 """How long before the failure the job last made progress (`Diagnosis.facts["since_progress_ms"]`).
 
 Milliseconds from the last timestamped progress line (a context line with a `step` field: a training
-step / iteration log) to the first timestamped failure line (root or cascade) at or after it; the store
-adds it to the timeout that fired for GPU-hours lost. Unknown (None) unless both times are known and the
-last progress line is surely the last one: the scanner keeps only the first few lines per signature and
-process, so a process whose progress lines reached that cap may have logged later ones.
+step / iteration log) to the start of the failure: the first timestamped failure line (root or cascade) at
+or after it, less the wait that line reports when it is a timeout ("ran for N milliseconds"), so that the
+store, which adds the timeout that fired for GPU-hours lost, does not count the wait twice.
+Unknown (None) unless both times are known and the last progress line is surely the last one: the scanner
+keeps only the first few lines per signature and process, so a process whose progress lines reached that
+cap may have logged later ones.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ def since_progress_ms(observations: list[Observation]) -> int | None:
         return None
     # A warning the run survived (progress went on after it) is not the failure.
     failures = [
-        o.line.time
-        for o in observations
-        if o.role != "context" and o.line.time is not None and o.line.time >= moved_at
+        o for o in observations if o.role != "context" and o.line.time is not None and o.line.time >= moved_at
     ]
-    return round((min(failures) - moved_at) * 1000) if failures else None
+    if not failures:
+        return None
+    first = min(failures, key=lambda o: o.line.time or 0.0)
+    waited_ms = first.fields.get("elapsed_ms", first.fields.get("timeout_ms", 0))
+    gap_ms = ((first.line.time or moved_at) - moved_at) * 1000 - float(waited_ms)
+    return max(0, round(gap_ms))

@@ -387,3 +387,16 @@ def test_nccls_report_alone_keeps_the_application_as_runner_up(tmp_path: Path) -
     d = _run(tmp_path, _NCCL_IMA)
     assert _classes(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
     assert d.diagnoses[1].confidence < 0.3
+
+
+def test_since_progress_does_not_count_the_timeout_wait_twice(tmp_path: Path) -> None:
+    """The watchdog line is written when the wait ends; the store adds the timeout itself, so the gap
+    reported is from the last step to the start of the wait (10:01:00 -> 10:01:05)."""
+    watchdog = (
+        "[rank0]:[E0601 10:11:05.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=121, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600000 milliseconds before timing out.\n"
+    )
+    text = _iteration("10:00:30", 110) + _iteration("10:01:00", 120) + watchdog
+    d = _run(tmp_path, text)
+    assert d.facts["since_progress_ms"] == 5_000
