@@ -51,7 +51,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, cast
 
 from matcher.model import InputError
 from matcher.pathhints import hints_from_path
@@ -61,6 +61,7 @@ from matcher.streams import (
     CountingReader,
     GuardedReader,
     PrefixedReader,
+    ReadsInto,
     Utf16ToUtf8Reader,
     as_binary,
     decompressor,
@@ -625,7 +626,7 @@ def _fill(stream: BinaryIO, target: memoryview, name: str) -> int:
     got = 0
     while got < len(target):
         try:
-            count = stream.readinto(target[got:])
+            count = cast(ReadsInto, stream).readinto(target[got:])
         except InputError:
             raise
         except Exception as error:  # a raw stream handed in by a caller; decoders are already guarded

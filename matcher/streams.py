@@ -17,7 +17,7 @@ import logging
 import lzma
 import tarfile
 from collections.abc import Callable
-from typing import IO, BinaryIO, TypeVar, cast
+from typing import IO, BinaryIO, Protocol, TypeVar, cast
 
 import zstandard
 
@@ -29,6 +29,12 @@ log = logging.getLogger("ncclbot.read")
 RATIO_FLOOR_BYTES = 64 * 1024**2
 
 _T = TypeVar("_T")
+
+
+class ReadsInto(Protocol):
+    """What every stream of the reader offers (`BinaryIO` does not declare it)."""
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
 
 
 class ByteBudget:
@@ -131,7 +137,7 @@ class GuardedReader(_Reader):
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         """Straight into the caller's buffer: the block reader's hot path, no intermediate bytes."""
-        got = self._guarded(lambda: self.inner.readinto(buffer)) or 0
+        got = self._guarded(lambda: cast(ReadsInto, self.inner).readinto(buffer)) or 0
         self._account(got)
         return got
 
