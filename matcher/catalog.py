@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,6 +233,8 @@ def _load(root: Path) -> Catalog:
 
 
 def load_file(path: Path) -> list[Signature]:
+    import tomllib  # only when the catalog is not cached: a few ms of every start-up otherwise
+
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:

@@ -17,7 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -81,6 +80,8 @@ def _read(path: Path, key: str) -> tuple[Any] | None:
 
 
 def _write(directory: Path, name: str, path: Path, document: dict[str, Any]) -> None:
+    import tempfile  # only on a cache miss: it costs a few ms of start-up
+
     temporary: str | None = None
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,6 @@ import tarfile
 from collections.abc import Callable
 from typing import IO, BinaryIO, Protocol, TypeVar, cast
 
-import zstandard
-
 from matcher.model import InputError
 
 log = logging.getLogger("ncclbot.read")
@@ -255,6 +253,8 @@ def decompressor(kind: str, raw: BinaryIO) -> BinaryIO:
     if kind == "gzip":
         return as_binary(_ReadOne(gzip.GzipFile(fileobj=raw, mode="rb")))
     if kind == "zstd":
+        import zstandard  # imported on demand: most runs read plain or gzip logs
+
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
         return cast(BinaryIO, reader)
     if kind == "xz":
