@@ -37,7 +37,9 @@ the segment that carries the message. NUL bytes and ANSI escape sequences are re
 break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
 is cut to that length: its start is kept, except for a line of `\\r` rewrites, which keeps its start and
 its last segments (the message after a long run of progress bars). Memory stays bounded by about
-`block_bytes + 2 * max_line_bytes`, whatever the input.
+`2 * block_bytes + 3 * max_line_bytes` (one reusable read buffer, the block being handed out, the two
+ends of an over-long line), whatever the input. Reads land straight in the buffer (`readinto`), so a
+block costs one copy on its way out.
 """
 
 from __future__ import annotations
