@@ -1,4 +1,5 @@
-"""The block reader's reusable buffer: short reads gathered, blocks independent of the buffer."""
+"""The block reader's reusable buffer: short reads gathered, blocks independent of the buffer, and the
+same text as reading the input line by line."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from matcher.model import InputError
-from matcher.read import ReadLimits, Source, iter_blocks, iter_sources
+from matcher.read import ReadLimits, Source, clean_block, iter_blocks, iter_sources, shorten_line
 
 
 class Trickle(io.RawIOBase):
@@ -69,3 +72,29 @@ def test_budget_is_charged_by_buffered_reads(tmp_path: Path) -> None:
         for source in iter_sources([str(path)], limits):
             for _ in iter_blocks(source, limits):
                 pass
+
+
+def _reference(data: bytes, cap: int) -> bytes:
+    """The whole input cut line by line, the straightforward way (no blocks, no buffer)."""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    cut = [shorten_line(line, line, b"\r" in line, cap) if len(line) > cap else line for line in lines]
+    return clean_block(b"".join(line + b"\n" for line in cut), cap=len(data) + 1)
+
+
+PIECES = st.sampled_from([b"\n", b"\r", b"\r\n", b"\x00", b"\x1b[2K", b"x" * 50, b"ab", b"\xff"])
+
+
+@settings(max_examples=300, deadline=10_000, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.lists(st.one_of(PIECES, st.binary(max_size=30)), max_size=80).map(b"".join),
+    block_bytes=st.integers(1, 200),
+    cap=st.integers(1, 90),
+    step=st.integers(1, 64),
+)
+def test_blocks_match_a_line_by_line_reading(data: bytes, block_bytes: int, cap: int, step: int) -> None:
+    stream = Trickle(data, step)
+    source = Source("pipe", opener=lambda: stream)  # type: ignore[arg-type, return-value]
+    blocks = list(iter_blocks(source, ReadLimits(block_bytes=block_bytes, max_line_bytes=cap)))
+    assert b"".join(block.data for block in blocks) == _reference(data, cap)
