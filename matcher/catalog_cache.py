@@ -27,6 +27,8 @@ ENV_CACHE_DIR = "NCCLBOT_CACHE_DIR"
 _DISABLED = {"", "off", "0", "no", "false"}
 # Bumped when the layout of cached values changes.
 _FORMAT = 1
+# Entries kept per name: a few installed versions (or checkouts) side by side do not evict each other.
+_KEEP = 4
 
 log = logging.getLogger("ncclbot.cache")
 
@@ -91,12 +93,21 @@ def _write(directory: Path, name: str, path: Path, document: dict[str, Any]) -> 
             json.dump(document, out, separators=(",", ":"))
         os.replace(temporary, path)
         temporary = None
-        for stale in directory.glob(f"{name}-*.json"):  # earlier versions of the same value
-            if stale != path:
-                stale.unlink(missing_ok=True)
+        _prune(directory, name)
     except OSError as error:
         log.debug("cache %s not written (%s)", path, error)
     finally:
         if temporary is not None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+
+
+def _prune(directory: Path, name: str) -> None:
+    """Drop all but the most recently written entries of `name`."""
+    entries = []
+    for entry in directory.glob(f"{name}-*.json"):
+        with contextlib.suppress(OSError):
+            entries.append((entry.stat().st_mtime, entry))
+    for _, stale in sorted(entries, reverse=True)[_KEEP:]:
+        with contextlib.suppress(OSError):
+            stale.unlink()

@@ -51,7 +51,18 @@ def test_an_edited_signature_file_is_validated_again(tmp_path: Path) -> None:
         load_cached(root, cache)
     target.write_text(text.replace("[[signature]]", "# edited\n[[signature]]", 1))
     assert load_cached(root, cache) == load_catalog(root)
-    assert len(list(cache.glob("catalog-*.json"))) == 1  # the outdated entry was replaced
+    assert len(list(cache.glob("catalog-*.json"))) == 2  # both versions: each may still be in use
+
+
+def test_old_entries_are_pruned(tmp_path: Path) -> None:
+    root, cache = _copy_of_catalog(tmp_path), tmp_path / "cache"
+    target = root / "cuda-oom.toml"
+    text = target.read_text()
+    for version in range(7):
+        target.write_text(f"# version {version}\n{text}")
+        load_cached(root, cache)
+    assert 1 < len(list(cache.glob("catalog-*.json"))) <= 4
+    assert not list(cache.glob(".catalog-*"))  # no temporary files left behind
 
 
 def test_a_damaged_cache_file_means_a_normal_load(tmp_path: Path) -> None:
