@@ -53,7 +53,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import BinaryIO, Literal, cast
+from typing import BinaryIO, Literal
 
 from matcher.model import InputError
 from matcher.pathhints import hints_from_path
@@ -63,7 +63,6 @@ from matcher.streams import (
     CountingReader,
     GuardedReader,
     PrefixedReader,
-    ReadsInto,
     Utf16ToUtf8Reader,
     as_binary,
     decompressor,
@@ -621,6 +620,7 @@ class _Blocker:
             self.filled = rest
         elif end:
             self.filled = 0
+        # No newline yet and still short: the whole buffer is the carried line; the next read appends.
         return block
 
 
@@ -629,7 +629,7 @@ def _fill(stream: BinaryIO, target: memoryview, name: str) -> int:
     got = 0
     while got < len(target):
         try:
-            count = cast(ReadsInto, stream).readinto(target[got:])
+            count = _read_into(stream, target[got:])
         except InputError:
             raise
         except Exception as error:  # a raw stream handed in by a caller; decoders are already guarded
@@ -638,6 +638,17 @@ def _fill(stream: BinaryIO, target: memoryview, name: str) -> int:
             break
         got += count
     return got
+
+
+def _read_into(stream: BinaryIO, target: memoryview) -> int:
+    """One read straight into `target`; a stream without `readinto` (BinaryIO does not promise it)
+    is read the plain way."""
+    readinto = getattr(stream, "readinto", None)
+    if readinto is not None:
+        return int(readinto(target) or 0)
+    data = stream.read(len(target))
+    target[: len(data)] = data
+    return len(data)
 
 
 class _LongLine:

@@ -98,3 +98,24 @@ def test_blocks_match_a_line_by_line_reading(data: bytes, block_bytes: int, cap:
     source = Source("pipe", opener=lambda: stream)  # type: ignore[arg-type, return-value]
     blocks = list(iter_blocks(source, ReadLimits(block_bytes=block_bytes, max_line_bytes=cap)))
     assert b"".join(block.data for block in blocks) == _reference(data, cap)
+
+
+class ReadOnly:
+    """A stream as `BinaryIO` promises it: `read` and `close`, no `readinto`."""
+
+    def __init__(self, data: bytes) -> None:
+        self.inner = io.BytesIO(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self.inner.read(min(size, 5))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_stream_without_readinto_is_read_too() -> None:
+    data = _log(300)
+    source = Source("plain", opener=lambda: ReadOnly(data))  # type: ignore[arg-type, return-value]
+    blocks = list(iter_blocks(source, ReadLimits(block_bytes=1000)))
+    assert b"".join(b.data for b in blocks) == data
+    assert len(blocks) > 5
