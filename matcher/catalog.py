@@ -8,7 +8,9 @@ time (and in tests) rather than silently matching nothing in production.
 
 from __future__ import annotations
 
-import tomllib
+import dataclasses
+import functools
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, cast
 
 import regex
 
+from matcher import catalog_cache
 from matcher.model import KNOWN_FIELDS, FieldValue, InputError, Role
 from matcher.taxonomy import CLASSES, UNKNOWN
 
@@ -86,7 +89,9 @@ class Signature:
     classes: tuple[str, ...]
     role: Role
     keywords: tuple[str, ...]
-    pattern: regex.Pattern[str]
+    # The regex source; `pattern` compiles it on first use (a run needs only the few signatures whose
+    # keywords occur, and compiling all ~200 patterns would be most of the start-up time).
+    pattern_source: str
     file: str
     weight: float = 1.0
     symptom: str | None = None
@@ -96,6 +101,10 @@ class Signature:
     match: tuple[str, ...] = ()
     no_match: tuple[str, ...] = ()
     expect: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def pattern(self) -> regex.Pattern[str]:
+        return compile_pattern(self.pattern_source, self.caseless)
 
     @property
     def fields(self) -> frozenset[str]:
@@ -125,6 +134,12 @@ class Catalog:
         return sorted(c for c in CLASSES if c != UNKNOWN and c not in rooted)
 
 
+@functools.lru_cache(maxsize=4096)
+def compile_pattern(source: str, caseless: bool) -> regex.Pattern[str]:
+    """A signature pattern, compiled once per process (raises `regex.error` when it does not compile)."""
+    return regex.compile(source, regex.IGNORECASE if caseless else 0)
+
+
 def convert_fields(groups: Mapping[str, str | None]) -> dict[str, FieldValue]:
     """Named-group values -> observation fields: unmatched groups dropped, numeric fields as int."""
     fields: dict[str, FieldValue] = {}
@@ -142,6 +157,7 @@ def convert_fields(groups: Mapping[str, str | None]) -> dict[str, FieldValue]:
 
 
 _default: Catalog | None = None
+_SIGNATURE_FIELDS = tuple(f.name for f in dataclasses.fields(Signature))
 
 
 def load_catalog(directory: str | Path | None = None) -> Catalog:
@@ -150,9 +166,53 @@ def load_catalog(directory: str | Path | None = None) -> Catalog:
     global _default
     if directory is None:
         if _default is None:
-            _default = _load(DEFAULT_DIRECTORY)
+            _default = load_cached(DEFAULT_DIRECTORY, catalog_cache.cache_directory())
         return _default
     return _load(Path(directory))
+
+
+def load_cached(root: Path, cache_dir: Path | None) -> Catalog:
+    """The catalog in `root`, validated once per distinct content and then read back from `cache_dir`
+    (see `matcher.catalog_cache`); patterns then compile only when first used."""
+    paths = sorted(root.glob("*.toml"))
+    try:
+        parts = [part for path in paths for part in (path.name.encode(), path.read_bytes())]
+    except OSError:
+        return _load(root)  # let the normal load name the unreadable file
+    parts += [
+        Path(__file__).read_bytes(),  # the validation rules themselves
+        repr(sorted(CLASSES)).encode(),
+        repr(sorted(KNOWN_FIELDS)).encode(),
+        f"{regex.__version__} {sys.version}".encode(),
+    ]
+    fresh: list[Catalog] = []
+
+    def build() -> dict[str, Any]:
+        fresh.append(_load(root))
+        return {
+            "files": list(fresh[0].files),
+            "signatures": [dataclasses.asdict(signature) for signature in fresh[0].signatures],
+        }
+
+    stored = catalog_cache.cached("catalog", catalog_cache.digest(parts), build, cache_dir)
+    if fresh:
+        return fresh[0]
+    try:
+        return Catalog(
+            signatures=tuple(_signature_from_record(record) for record in stored["signatures"]),
+            files=tuple(stored["files"]),
+        )
+    except (KeyError, TypeError):  # a damaged cache entry: load normally
+        return _load(root)
+
+
+def _signature_from_record(record: dict[str, Any]) -> Signature:
+    # JSON turned the tuples into lists.
+    values: dict[str, Any] = {
+        name: tuple(record[name]) if isinstance(record[name], list) else record[name]
+        for name in _SIGNATURE_FIELDS
+    }
+    return Signature(**values)
 
 
 def _load(root: Path) -> Catalog:
@@ -173,6 +233,8 @@ def _load(root: Path) -> Catalog:
 
 
 def load_file(path: Path) -> list[Signature]:
+    import tomllib  # only when the catalog is not cached: a few ms of every start-up otherwise
+
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
@@ -257,7 +319,7 @@ def _build(file: str, index: int, table: Any) -> Signature:
     if not isinstance(source, str) or not source:
         raise fail("pattern must be a non-empty string")
     try:
-        pattern = regex.compile(source, regex.IGNORECASE if caseless else 0)
+        pattern = compile_pattern(source, caseless)
     except regex.error as error:
         raise fail(f"pattern does not compile: {error}") from None
     if pattern.fullmatch("") is not None:
@@ -290,7 +352,7 @@ def _build(file: str, index: int, table: Any) -> Signature:
         classes=tuple(classes),
         role=cast(Role, role),
         keywords=tuple(keywords),
-        pattern=pattern,
+        pattern_source=source,
         file=file,
         weight=float(weight),
         symptom=symptom,

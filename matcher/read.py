@@ -37,7 +37,9 @@ the segment that carries the message. NUL bytes and ANSI escape sequences are re
 break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
 is cut to that length: its start is kept, except for a line of `\\r` rewrites, which keeps its start and
 its last segments (the message after a long run of progress bars). Memory stays bounded by about
-`block_bytes + 2 * max_line_bytes`, whatever the input.
+`2 * block_bytes + 3 * max_line_bytes` (one reusable read buffer, the block being handed out, the two
+ends of an over-long line), whatever the input. Reads land straight in the buffer (`readinto`), so a
+block costs one copy on its way out.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ class ReadLimits:
     max_input_bytes: int = field(default_factory=_max_input_bytes_from_env)
     max_line_bytes: int = 64 * 1024
     max_archive_members: int = 100_000
-    block_bytes: int = 4 * 1024**2
+    # 1 MiB beats 4-8 MiB by ~20% on a 400 MB log: a block is still in cache when the scanner reads it.
+    block_bytes: int = 1024**2
     # Text logs rarely pass 100:1 even with gzip -9; deflate bombs sit near 1000:1.
     max_ratio: int = 250
 
@@ -540,57 +543,131 @@ _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)
 
 def iter_blocks(source: Source, limits: ReadLimits | None = None) -> Iterator[Block]:
     limits = limits or ReadLimits()
-    cap = max(limits.max_line_bytes, 1)
-    size = max(limits.block_bytes, 1)
     stream = source.opener()
-    lineno = 1
-    carry = b""  # the start of a line whose newline has not arrived yet (at most `cap` bytes)
-    long_line: _LongLine | None = None  # a line already past `cap`, reduced to its head and tail
     try:
-        while True:
-            chunk = _read(stream, size, source.name)
-            if not chunk:
-                break
-            if long_line is not None:
-                newline = chunk.find(b"\n")
-                long_line.extend(chunk if newline < 0 else chunk[:newline])
-                if newline < 0:
-                    continue
-                carry, chunk, long_line = long_line.shortened(), chunk[newline:], None
-            end = chunk.rfind(b"\n") + 1
-            if end:  # one copy: the carried head of a line plus this chunk's whole lines
-                block = carry + chunk[:end] if carry else chunk[:end] if end < len(chunk) else chunk
-                carry = chunk[end:]
-            else:
-                block, carry = b"", carry + chunk
-            if len(carry) > cap:
-                long_line, carry = _LongLine(carry, cap), b""
-            if block:
-                block = clean_block(block, cap)
-                yield Block(source, block, lineno)
-                lineno += block.count(b"\n")
-        if long_line is not None:
-            carry = long_line.shortened()
-        if carry:
-            yield Block(source, clean_block(carry + b"\n", cap), lineno)
+        yield from _Blocker(source, stream, limits).blocks()
     finally:
         stream.close()
+
+
+class _Blocker:
+    """Cuts a stream into blocks of whole lines through one reusable buffer.
+
+    Each read lands straight in the buffer, behind the start of a line carried over from the previous
+    read (at most `cap` bytes), so a block costs one copy: from the buffer into the `bytes` it is handed
+    out as. A line that outgrows `cap` before its newline arrives streams past as a `_LongLine`.
+    """
+
+    def __init__(self, source: Source, stream: BinaryIO, limits: ReadLimits) -> None:
+        self.source = source
+        self.stream = stream
+        self.cap = max(limits.max_line_bytes, 1)
+        self.size = max(limits.block_bytes, 1)
+        self.buffer = bytearray(self.cap + self.size)
+        self.view = memoryview(self.buffer)
+        self.filled = 0  # buffer[:filled]: the carried line start, then the latest read
+        self.long_line: _LongLine | None = None
+
+    def blocks(self) -> Iterator[Block]:
+        lineno = 1
+        while self._next_read():
+            block = self._take_whole_lines()
+            if block:
+                block = clean_block(block, self.cap)
+                yield Block(self.source, block, lineno)
+                lineno += block.count(b"\n")
+        last = self._unfinished_line()
+        if last:
+            yield Block(self.source, clean_block(last + b"\n", self.cap), lineno)
+
+    def _unfinished_line(self) -> bytes:
+        """What is left at the end of the stream: a last line without its newline."""
+        if self.long_line is not None:
+            return self.long_line.shortened()
+        return bytes(self.view[: self.filled])
+
+    def _next_read(self) -> bool:
+        """Read more into the buffer (finishing a long line first); False at the end of the stream."""
+        while self.long_line is not None:
+            got = _fill(self.stream, self.view[: self.size], self.source.name)
+            if not got:
+                return False
+            newline = self.buffer.find(b"\n", 0, got)
+            self.long_line.extend(self.buffer, 0, got if newline < 0 else newline)
+            if newline >= 0:
+                head = self.long_line.shortened()
+                rest = bytes(self.view[newline:got])
+                self.long_line = None
+                self.buffer[: len(head)] = head
+                self.buffer[len(head) : len(head) + len(rest)] = rest
+                self.filled = len(head) + len(rest)
+                return True
+        got = _fill(self.stream, self.view[self.filled : self.filled + self.size], self.source.name)
+        self.filled += got
+        return got > 0
+
+    def _take_whole_lines(self) -> bytes:
+        """The buffer's whole lines as bytes; the unfinished line stays behind (or becomes a long line)."""
+        filled = self.filled
+        end = self.buffer.rfind(b"\n", 0, filled) + 1
+        block = bytes(self.view[:end]) if end else b""
+        rest = filled - end
+        if rest > self.cap:
+            self.long_line = _LongLine(self.buffer, end, filled, self.cap)
+            self.filled = 0
+        elif end and rest:
+            self.buffer[:rest] = bytes(self.view[end:filled])  # a copy: the two ranges may overlap
+            self.filled = rest
+        elif end:
+            self.filled = 0
+        # No newline yet and still short: the whole buffer is the carried line; the next read appends.
+        return block
+
+
+def _fill(stream: BinaryIO, target: memoryview, name: str) -> int:
+    """Read until `target` is full or the stream ends (pipes and decoders return short reads)."""
+    got = 0
+    while got < len(target):
+        try:
+            count = _read_into(stream, target[got:])
+        except InputError:
+            raise
+        except Exception as error:  # a raw stream handed in by a caller; decoders are already guarded
+            raise InputError(f"{name}: read failed ({one_line(error)})") from None
+        if not count:
+            break
+        got += count
+    return got
+
+
+def _read_into(stream: BinaryIO, target: memoryview) -> int:
+    """One read straight into `target`; a stream without `readinto` (BinaryIO does not promise it)
+    is read the plain way."""
+    readinto = getattr(stream, "readinto", None)
+    if readinto is not None:
+        return int(readinto(target) or 0)
+    data = stream.read(len(target))
+    target[: len(data)] = data
+    return len(data)
 
 
 class _LongLine:
     """A line longer than `cap`, kept as its first and last `cap` bytes while it streams past."""
 
-    def __init__(self, start: bytes, cap: int) -> None:
+    def __init__(self, buffer: bytearray, start: int, end: int, cap: int) -> None:
         self.cap = cap
-        self.head = start[:cap]
-        self.tail = start[-cap:]
-        self.has_cr = b"\r" in start
+        self.head = bytes(buffer[start : min(end, start + cap)])
+        self.tail = b""
+        self.has_cr = False
+        self.extend(buffer, start, end)
 
-    def extend(self, part: bytes) -> None:
-        if not part:
+    def extend(self, buffer: bytearray, start: int, end: int) -> None:
+        """Takes in buffer[start:end], the next part of the line."""
+        if end <= start:
             return
-        self.has_cr = self.has_cr or b"\r" in part
-        self.tail = part[-self.cap :] if len(part) >= self.cap else (self.tail + part)[-self.cap :]
+        self.has_cr = self.has_cr or buffer.find(b"\r", start, end) >= 0
+        part = bytes(buffer[max(start, end - self.cap) : end])
+        self.tail = part if len(part) >= self.cap else (self.tail + part)[-self.cap :]
 
     def shortened(self) -> bytes:
         return shorten_line(self.head, self.tail, self.has_cr, self.cap)
@@ -612,15 +689,6 @@ def shorten_line(head: bytes, tail: bytes, has_cr: bool, cap: int) -> bytes:
     if first_cr >= 0:
         ending = ending[first_cr + 1 :]
     return head[:half] + b"\r" + ending
-
-
-def _read(stream: BinaryIO, size: int, name: str) -> bytes:
-    try:
-        return stream.read(size)
-    except InputError:
-        raise
-    except Exception as error:  # a raw stream handed in by a caller; decoders are already guarded
-        raise InputError(f"{name}: read failed ({one_line(error)})") from None
 
 
 def clean_block(block: bytes, cap: int) -> bytes:

@@ -17,9 +17,7 @@ import logging
 import lzma
 import tarfile
 from collections.abc import Callable
-from typing import IO, BinaryIO, cast
-
-import zstandard
+from typing import IO, BinaryIO, Protocol, TypeVar, cast
 
 from matcher.model import InputError
 
@@ -27,6 +25,14 @@ log = logging.getLogger("ncclbot.read")
 
 # Expansion only counts as a bomb once this much came out: tiny inputs compress absurdly well too.
 RATIO_FLOOR_BYTES = 64 * 1024**2
+
+_T = TypeVar("_T")
+
+
+class ReadsInto(Protocol):
+    """What every stream of the reader offers (`BinaryIO` does not declare it)."""
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
 
 
 class ByteBudget:
@@ -123,31 +129,43 @@ class GuardedReader(_Reader):
         self.ended = False
 
     def _read(self, size: int) -> bytes:
+        data = self._guarded(lambda: self.inner.read(size)) or b""
+        self._account(len(data))
+        return data
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        """Straight into the caller's buffer: the block reader's hot path, no intermediate bytes."""
+        got = self._guarded(lambda: cast(ReadsInto, self.inner).readinto(buffer)) or 0
+        self._account(got)
+        return got
+
+    def _guarded(self, operation: Callable[[], _T]) -> _T | None:
+        """Runs one read of `inner`; None once the data has ended (cleanly or cut short)."""
         if self.ended:
-            return b""
+            return None
         try:
-            data = self.inner.read(size)
+            return operation()
         except EOFError:
             # A compressed stream cut short (killed writer, partial upload): keep what was readable.
             log.warning("%s: compressed data ends early; reading what is there", self.name)
-            self.ended = True
-            return b""
         except tarfile.ReadError as error:
             log.warning("%s: archive member ends early (%s); reading what is there", self.name, error)
-            self.ended = True
-            return b""
         except InputError:
             raise
         except Exception as error:  # decoders raise many types on hostile bytes; all mean "corrupt"
             raise InputError(f"{self.name}: unreadable or corrupt data ({one_line(error)})") from None
-        if not data:
+        self.ended = True
+        return None
+
+    def _account(self, size: int) -> None:
+        """Charges what one read delivered; an empty read marks the end."""
+        if not size:
             self.ended = True
-            return b""
-        self.produced += len(data)
+            return
+        self.produced += size
         if self.budget is not None:
-            self.budget.charge(len(data))
+            self.budget.charge(size)
         self._check_ratio()
-        return data
 
     def _check_ratio(self) -> None:
         if self.compressed_size is None or self.max_ratio <= 0 or self.produced < RATIO_FLOOR_BYTES:
@@ -235,6 +253,8 @@ def decompressor(kind: str, raw: BinaryIO) -> BinaryIO:
     if kind == "gzip":
         return as_binary(_ReadOne(gzip.GzipFile(fileobj=raw, mode="rb")))
     if kind == "zstd":
+        import zstandard  # imported on demand: most runs read plain or gzip logs
+
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
         return cast(BinaryIO, reader)
     if kind == "xz":
