@@ -84,10 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # the promise is one line and status 1, not a traceback
         if os.environ.get("NCCLBOT_DEBUG"):
             traceback.print_exc()
-        print(
-            f"ncclbot: internal error: {type(error).__name__}: {error} (NCCLBOT_DEBUG=1 shows the traceback)",
-            file=sys.stderr,
-        )
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        hint = "NCCLBOT_DEBUG=1 shows the traceback"
+        print(f"ncclbot: internal error: {type(error).__name__}: {first_line} ({hint})", file=sys.stderr)
         return 1
     finally:
         logger.removeHandler(held)

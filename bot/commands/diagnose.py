@@ -73,15 +73,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _record(diagnosis: Any, args: argparse.Namespace, digest: str) -> Any:
     """Store the diagnosis; a database problem must not hide the diagnosis itself, so it only warns."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from bot.store import Store, StoreError
 
     try:
-        store = Store.open()
-        return store.record_diagnosis(
-            diagnosis, source="cli", job_id=args.job_id, cluster=args.cluster, input_digest=digest
-        )
-    except StoreError as error:
-        print(f"ncclbot: warning: diagnosis not stored: {error}", file=sys.stderr)
+        with Store.open() as store:
+            return store.record_diagnosis(
+                diagnosis, source="cli", job_id=args.job_id, cluster=args.cluster, input_digest=digest
+            )
+    except (StoreError, SQLAlchemyError) as error:
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        print(f"ncclbot: warning: diagnosis not stored: {reason}", file=sys.stderr)
         return None
 
 

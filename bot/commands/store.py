@@ -13,13 +13,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
-
-from bot.store import Store, StoreError, migrate
-from bot.store.engine import create_store_engine
-from bot.store.records import human_utc
-from bot.store.settings import database_url
 from matcher.taxonomy import CLASSES
+
+# SQLAlchemy and the store are imported inside the handlers: every `ncclbot` start builds this parser,
+# and `ncclbot diagnose --no-store` should not pay ~0.2 s for a database it never opens.
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -52,7 +49,10 @@ def _add_database_option(parser: argparse.ArgumentParser) -> None:
 def store_errors_as_usage_errors() -> Iterator[None]:
     """Database problems become the CLI's one-line exit-2 errors instead of tracebacks (for any
     command that opens the store, `ncclbot diagnose` included)."""
+    from sqlalchemy.exc import OperationalError
+
     from bot.cli import UsageError
+    from bot.store import StoreError
 
     try:
         yield
@@ -69,6 +69,9 @@ def _print_json(document: Any) -> None:
 
 
 def _history(args: argparse.Namespace) -> int:
+    from bot.store import Store
+    from bot.store.records import human_utc
+
     with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
         occurrences = store.history(days=args.days, node=args.node, class_id=args.class_id)
         runs = store.probe_runs(days=args.days, node=args.node) if args.class_id is None else []
@@ -102,6 +105,9 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _incidents(args: argparse.Namespace) -> int:
+    from bot.store import Store
+    from bot.store.records import human_utc
+
     with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
         incidents = store.incidents(open_only=args.open)
     if args.json:
@@ -118,6 +124,10 @@ def _incidents(args: argparse.Namespace) -> int:
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
+    from bot.store import migrate
+    from bot.store.engine import create_store_engine
+    from bot.store.settings import database_url
+
     with store_errors_as_usage_errors():
         url = database_url(args.database_url)
         engine = create_store_engine(url)

@@ -123,3 +123,24 @@ def test_log_text_cannot_inject_terminal_markup(tmp_path: Path) -> None:
     assert result.returncode == 0
     assert "[bold red]PWNED[/bold red]" in out  # markup printed literally, never interpreted
     assert "\x1b[2J" not in out and "\x1b]0;" not in out
+
+
+def test_diagnosis_is_stored_and_repeats_are_counted(tmp_path: Path) -> None:
+    env = {"NCCLBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite3'}"}
+    first = run_json("diagnose", str(EXAMPLE), "--job-id", "101", env=env)
+    again = run_json("diagnose", str(EXAMPLE), "--job-id", "101", env=env)  # same job, same logs
+    assert first["incident"]["occurrences"] == 1
+    assert again["incident"] == first["incident"] | {"last_seen": again["incident"]["last_seen"]}
+    later = run_cli("diagnose", str(EXAMPLE), "--job-id", "102", env=env)
+    out = later.stdout.decode()
+    assert later.returncode == 0, later.stderr.decode()
+    assert "Recurrence:" in out and "gpu-node-02" in out.split("Recurrence:", 1)[1].splitlines()[0]
+
+
+def test_unreachable_database_still_prints_the_diagnosis(tmp_path: Path) -> None:
+    env = {"NCCLBOT_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    result = run_cli("diagnose", str(EXAMPLE), env=env)
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "cuda/oom" in result.stdout.decode()
+    assert err.count("\n") == 1 and "diagnosis not stored" in err
