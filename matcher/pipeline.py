@@ -19,6 +19,7 @@ from matcher.catalog import Catalog, load_catalog
 from matcher.flight_recorder import DumpFormatError, FRDump, analyze_dumps, load_dump
 from matcher.model import Diagnosis, InputError, ScanResult
 from matcher.read import ReadLimits, Source, iter_sources
+from matcher.redact import redact_diagnosis
 from matcher.scan import scan
 
 # A Flight Recorder dump holds a bounded ring buffer (default 2,000 entries): far below this.
@@ -57,7 +58,8 @@ def diagnose(
 
     scanned = scan(text_sources(), catalog or load_catalog(), limits, progress)
     finding = analyze_dumps(dumps) if dumps else None
-    diagnosis = analyze(scanned, finding)
+    # Evidence is printed, stored and posted: credentials echoed into a log stop here.
+    diagnosis = redact_diagnosis(analyze(scanned, finding))
     stats = replace(diagnosis.stats, seconds=time.perf_counter() - started)
     diagnosis = replace(diagnosis, stats=stats)
     return PipelineResult(diagnosis=diagnosis, input_digest=input_digest(scanned))
