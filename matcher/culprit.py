@@ -82,11 +82,25 @@ def _who(ranks: Iterable[int], hosts: Iterable[str], rm: RankMap) -> str:
 
 
 def _hosts_for(ranks: Iterable[int], observations: Iterable[Observation], rm: RankMap) -> tuple[str, ...]:
+    ranks = list(ranks)
     hosts = [rm.host_of[r] for r in ranks if r in rm.host_of]
     hosts += [h for h in (rm.host(o) for o in observations) if h]
-    if not hosts and len(rm.hosts) == 1:
+    if not hosts and len(rm.hosts) == 1 and _single_node(ranks, rm):
         hosts = list(rm.hosts)  # a single-node job: whichever rank it is, it ran there
     return tuple(dict.fromkeys(hosts))
+
+
+def _single_node(ranks: list[int], rm: RankMap) -> bool:
+    """Seeing one host is not enough: NCCL's lines of one node may sit beside the Python errors of ranks
+    on other nodes. The job is known to fit that host only when the world size is known and that host's
+    mapped ranks plus the unmapped ones in question account for all of it; rank-less evidence (a host's
+    own kernel or NCCL lines pasted alone) has nobody else to belong to."""
+    if not ranks:
+        return True
+    if not rm.world_size:
+        return False
+    (host,) = rm.hosts
+    return rm.world_size <= len(set(rm.ranks_on(host)) | set(ranks))
 
 
 def _first_time(observations: Iterable[Observation]) -> float | None:
