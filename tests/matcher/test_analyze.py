@@ -368,14 +368,25 @@ def test_two_ranks_out_of_many_with_a_root_error_are_both_named() -> None:
     assert d.culprit is not None and d.culprit.ranks == (3, 9)
 
 
+def _init_line(rank: int, host: str, world: int) -> Observation:
+    line = Line(source="job.log", lineno=1 + rank, text="Init COMPLETE", host=host, pid=4000 + rank)
+    return Observation("nccl-init-complete", (), "context", line, {"rank": rank, "world_size": world})
+
+
 def test_single_node_job_puts_the_culprit_on_its_only_host() -> None:
-    observations = [
+    failure = [
         obs("cuda-oom", "root", ("cuda/oom",), rank=2, t=10.0),
         obs("nccl-proxy-peer-closed", "cascade", ("network/peer-exit",), host="box-1", symptom="peer-closed"),
     ]
-    d = analyze(scan(*observations, ranks=4))
-    assert d.culprit is not None and d.culprit.ranks == (2,)
-    assert d.culprit.hosts == ("box-1",)
+    # The other three ranks of a 4-rank job are on box-1, so rank 2 can only be there too.
+    fits = analyze(scan(*[_init_line(r, "box-1", 4) for r in (0, 1, 3)], *failure, ranks=4))
+    assert fits.culprit is not None and fits.culprit.ranks == (2,)
+    assert fits.culprit.hosts == ("box-1",)
+    # One host in sight is not enough: without the job size, or with ranks unaccounted for, rank 2
+    # may run on a node whose lines are not in the bundle.
+    for unproven in (analyze(scan(*failure, ranks=4)), analyze(scan(_init_line(0, "box-1", 8), *failure))):
+        assert unproven.culprit is not None and unproven.culprit.ranks == (2,)
+        assert unproven.culprit.hosts == ()
 
 
 def test_torchrun_entry_maps_a_lagging_rank_to_its_host() -> None:
