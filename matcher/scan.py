@@ -36,6 +36,12 @@ REGEX_TIMEOUT_S = 0.05
 MAX_PER_WRITER = 8
 MAX_PER_SOURCE = 16384
 MAX_MATCHES_PER_LINE = 32
+# NCCL_DEBUG=INFO floods a log with setup lines (channels, connections: thousands per process). Per
+# context signature and writer only MAX_PER_WRITER observations are kept, so once the same line head
+# (the first three tokens: NCCL's `host:pid:tid [dev] NCCL`) has offered a context signature this many
+# candidate lines in one source, the rest are skipped before the costly prefix parse. Root and cascade
+# signatures are never skipped, and heads that differ per line (timestamps) never reach the limit.
+CONTEXT_LINES_PER_HEAD = 256
 
 # Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process
 # that loads catalogs repeatedly does not keep them all.
@@ -125,6 +131,7 @@ class _SourceScan:
     pending: list[_Pending] = field(default_factory=list)
     last: read.Block | None = None
     budget: TimeoutBudget = field(default_factory=TimeoutBudget)
+    offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
@@ -137,10 +144,13 @@ class _SourceScan:
             lineno += data.count(b"\n", counted_to, candidate.start)
             counted_to = candidate.start
             known[lineno - block.first_lineno] = set(candidate.signatures)
+            active = self._worth_parsing(data, candidate.start, candidate.signatures)
+            if not active:
+                continue
             record = _Record.parse(data[candidate.start : candidate.end], self.source, lineno)
             for segment in record.segments:
                 self._note_line(segment)
-            for index in candidate.signatures:
+            for index in active:
                 signature = self.catalog.signatures[index]
                 if not signature.after:
                     self._try(signature, record, [])
@@ -158,6 +168,26 @@ class _SourceScan:
         self.last = block
         if self.size <= rejoin.MAX_SOURCE_BYTES:
             self._rejoin(block, prefilter, known)
+
+    def _worth_parsing(self, data: bytes, start: int, signatures: Iterable[int]) -> list[int]:
+        """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD)."""
+        # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
+        # of one process, while heads that start with a clock (syslog, glog) change every second.
+        end = start
+        for _ in range(3):
+            end = data.find(b" ", end + 1, start + 160)
+            if end < 0:
+                break
+        head = data[start:end] if end > start else b""
+        active = []
+        for index in signatures:
+            if head and self.catalog.signatures[index].role == "context":
+                key = (index, head)
+                self.offered[key] += 1
+                if self.offered[key] > CONTEXT_LINES_PER_HEAD:
+                    continue
+            active.append(index)
+        return active
 
     def _rejoin(self, block: read.Block, prefilter: Prefilter, known: dict[int, set[int]]) -> None:
         """Pasted excerpts: match keywords that a hard wrap split across two lines (see matcher.rejoin)."""
