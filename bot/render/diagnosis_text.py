@@ -18,8 +18,10 @@ EXCERPT_CHARS = 220
 
 
 def _clean(text: str) -> str:
-    """Printable single-line excerpt: control characters (ANSI escapes included) become spaces."""
-    cleaned = "".join(ch if ch.isprintable() else " " for ch in text).strip()
+    """Printable single-line excerpt: control characters (ANSI escapes included) become spaces, and runs
+    of spaces one."""
+    printable = "".join(ch if ch.isprintable() else " " for ch in text)
+    cleaned = " ".join(printable.split())  # progress bars pad with long runs of spaces
     return cleaned if len(cleaned) <= EXCERPT_CHARS else cleaned[: EXCERPT_CHARS - 1] + "…"
 
 
