@@ -128,12 +128,35 @@ P2P_PASTES = {
         "Device=2 CANNOT Access Peer Device=0\n"
     ),
     "truncated-peer-access": "[engine] error: peer access is not supported between these two device\n",
+    "topo-p2p-matrix": (
+        "$ nvidia-smi topo -p2p r\n"
+        " \tGPU0\tGPU1\tGPU2\tGPU3\n"
+        " GPU0\tX\tOK\tCNS\tCNS\n"
+        " GPU1\tOK\tX\tCNS\tCNS\n"
+        "Legend:\n"
+        "  X    = Self\n"
+        "  OK   = Status Ok\n"
+        "  CNS  = Chipset not supported\n"
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(P2P_PASTES))
 def test_p2p_pastes(tmp_path: Path, name: str) -> None:
     assert _top(_diagnose(tmp_path, P2P_PASTES[name])) == "p2p/pcie-acs"
+
+
+def test_healthy_topo_p2p_matrix_is_not_evidence(tmp_path: Path) -> None:
+    text = (
+        " GPU0\tX\tOK\tOK\n"
+        " GPU1\tOK\tX\tOK\n"
+        "Legend:\n"
+        "  CNS  = Chipset not supported\n"
+        "  GNS  = GPU not supported\n"
+        "  TNS  = Topology not supported\n"
+        "  NS   = Not supported\n"
+    )
+    assert "p2p/pcie-acs" not in _classes(_diagnose(tmp_path, text))
 
 
 def test_acs_disabled_everywhere_is_not_evidence(tmp_path: Path) -> None:
