@@ -71,10 +71,23 @@ trainer-3:5120:5190 [0] NCCL INFO init.cc:1550 -> 1
 """
 
 
+SMI_ERR = (
+    "+-----------------------------------------------------------------------------+\n"
+    "|   2  NVIDIA H100 80GB HBM3    On  | 00000000:5D:00.0 Off |                 ERR! |\n"
+    "| ERR!   49C    P0   ERR! / 700W |  61233MiB / 81559MiB |    ERR!      Default |\n"
+)
+
+
 @pytest.mark.parametrize(
     "text",
-    [HARDWARE_CLEANUP_XIDS, RESET_REQUIRED, DEVICE_PLUGIN, NCCL_UNKNOWN_999],
-    ids=["xid45-after-nvlink-xid", "nv-err-reset-required", "k8s-device-plugin", "cuda-failure-999"],
+    [HARDWARE_CLEANUP_XIDS, RESET_REQUIRED, DEVICE_PLUGIN, NCCL_UNKNOWN_999, SMI_ERR],
+    ids=[
+        "xid45-after-nvlink-xid",
+        "nv-err-reset-required",
+        "k8s-device-plugin",
+        "cuda-failure-999",
+        "nvidia-smi-err",
+    ],
 )
 def test_hardware_faults_in_their_other_wordings(tmp_path: Path, text: str) -> None:
     assert _top(_diagnose(tmp_path, text)) == "hardware/gpu-xid"
@@ -101,6 +114,11 @@ FABRIC_PASTES = {
         "Apr 02 09:14:55 hgx-node-11 nv-fabricmanager[7781]: fabric manager NVIDIA GPU driver interface "
         "version 570.133.20 don't match with driver version 570.124.06. Please update with matching NVIDIA "
         "driver package.\n"
+    ),
+    "mnnvl-imex": (
+        "nvl72-r4-n11:6020:6081 [0] NCCL WARN MNNVL (cliqueSize 72) is available but not working on this "
+        "system. Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). "
+        "Set NCCL_MNNVL_ENABLE=0 to ignore this issue.\n"
     ),
     "fm-unit-missing": (
         "root@hgx-node-11:~# systemctl status nvidia-fabricmanager\n"
