@@ -120,6 +120,12 @@ FABRIC_PASTES = {
         "system. Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). "
         "Set NCCL_MNNVL_ENABLE=0 to ignore this issue.\n"
     ),
+    "smi-fabric-in-progress": (
+        "root@hgx-node-11:~# nvidia-smi -q -i 0 | grep -A 2 Fabric\n"
+        "    Fabric\n"
+        "        State                             : In Progress\n"
+        "        Status                            : N/A\n"
+    ),
     "fm-unit-missing": (
         "root@hgx-node-11:~# systemctl status nvidia-fabricmanager\n"
         "Unit nvidia-fabricmanager.service could not be found.\n"
@@ -175,6 +181,11 @@ def test_healthy_topo_p2p_matrix_is_not_evidence(tmp_path: Path) -> None:
         "  NS   = Not supported\n"
     )
     assert "p2p/pcie-acs" not in _classes(_diagnose(tmp_path, text))
+
+
+def test_completed_fabric_is_not_evidence(tmp_path: Path) -> None:
+    text = "    Fabric\n        State                             : Completed\n        Status  : Success\n"
+    assert "system/fabric-manager" not in _classes(_diagnose(tmp_path, text))
 
 
 def test_acs_disabled_everywhere_is_not_evidence(tmp_path: Path) -> None:
