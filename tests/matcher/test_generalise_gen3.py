@@ -223,3 +223,17 @@ def test_garbled_bootstrap_address_keeps_version_mismatch_in_the_running(tmp_pat
     classes = _classes(_diagnose(tmp_path, text))
     assert classes[0] == "network/interface-selection"
     assert "config/version-mismatch" in classes[:3]
+
+
+def test_peer_access_error_in_shm_transport_is_the_cumem_host_feature(tmp_path: Path) -> None:
+    # The same CUDA error from the P2P transport stays a P2P finding; from the SHM transport it is NCCL's
+    # cuMem host-memory path, which NCCL_CUMEM_HOST_ENABLE=0 avoids.
+    shm = (
+        "[2026-02-11 04:05:06] l4-node:7301:7388 [0] transport/shm.cc:596 NCCL WARN Cuda failure 217 "
+        "'peer access is not supported between these two devices'\n"
+    )
+    p2p = shm.replace("transport/shm.cc:596", "transport/p2p.cc:271")
+    shm_classes = _classes(_diagnose(tmp_path, shm))
+    assert shm_classes[0] == "nccl/nvls-or-algorithm"
+    assert "p2p/pcie-acs" in shm_classes[:3]
+    assert _top(_diagnose(tmp_path, p2p)) == "p2p/pcie-acs"
