@@ -237,3 +237,17 @@ def test_peer_access_error_in_shm_transport_is_the_cumem_host_feature(tmp_path: 
     assert shm_classes[0] == "nccl/nvls-or-algorithm"
     assert "p2p/pcie-acs" in shm_classes[:3]
     assert _top(_diagnose(tmp_path, p2p)) == "p2p/pcie-acs"
+
+
+def test_nvls_bind_failure_hint_text_is_not_a_fabric_manager_report(tmp_path: Path) -> None:
+    # Recent NCCL appends a stock hint naming the Fabric Manager to every NVLS bind failure; pasted on one
+    # line it must not turn the NVLS failure into a fabric-manager finding, which stays the runner-up.
+    text = (
+        "gpu-ci-7:2201:2290 [3] transport/nvls.cc:380 NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast "
+        "memory of size 4194304 : CUDA error 401 'the operation cannot be performed in the present state'. "
+        "This is usually caused by a system or configuration error in the Fabric Manager or NVSwitches. "
+        "Disable NVLS (NCCL_NVLS_ENABLE=0) if you wish to avoid this error in the future.\n"
+    )
+    classes = _classes(_diagnose(tmp_path, text))
+    assert classes[0] == "nccl/nvls-or-algorithm"
+    assert "system/fabric-manager" in classes[:3]
