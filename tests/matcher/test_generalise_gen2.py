@@ -141,3 +141,28 @@ def test_healthy_old_nccl_interface_listing_is_not_a_failure(tmp_path: Path) -> 
         "m-2:5512:5560 [0] NCCL INFO Ring 00 :    0   1\n"
     )
     assert "network/interface-selection" not in _classes(_diagnose(tmp_path, text))
+
+
+def test_bare_system_error_lists_both_everyday_causes(tmp_path: Path) -> None:
+    # A single-node nccl-tests run in a container: nothing but the system error itself.
+    text = (
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 33554432 step: 2(factor) warmup iters: 5 iters: 20\n"
+        "hostB: Test NCCL failure common.cu:891 'unhandled system error'\n"
+        " .. hostB pid 20117: Test failure common.cu:1002\n"
+    )
+    classes = _classes(_diagnose(tmp_path, text))
+    assert classes[0] == "network/interface-selection"
+    assert "shm/dev-shm" in classes[:3]
+
+
+def test_shm_segment_error_outranks_the_generic_system_error(tmp_path: Path) -> None:
+    text = (
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "NCCLUtils.hpp:275, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5\n"
+        "[rank0]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error.\n"
+        "[rank0]: Last error:\n"
+        "[rank0]: Error while creating shared memory segment /dev/shm/nccl-Zq81xW (size 9637888)\n"
+    )
+    assert _classes(_diagnose(tmp_path, text))[0] == "shm/dev-shm"
