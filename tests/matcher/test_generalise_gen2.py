@@ -166,3 +166,13 @@ def test_shm_segment_error_outranks_the_generic_system_error(tmp_path: Path) -> 
         "[rank0]: Error while creating shared memory segment /dev/shm/nccl-Zq81xW (size 9637888)\n"
     )
     assert _classes(_diagnose(tmp_path, text))[0] == "shm/dev-shm"
+
+
+def test_dataloader_worker_exit_points_at_dev_shm_unless_the_oom_killer_spoke(tmp_path: Path) -> None:
+    exited = (
+        "Epoch 3:  41%|████      | 812/1980 [05:11<07:27,  2.61it/s]\n"
+        "RuntimeError: DataLoader worker (pid(s) 7731) exited unexpectedly\n"
+    )
+    assert _classes(_diagnose(tmp_path, exited))[0] == "shm/dev-shm"
+    killed = "RuntimeError: DataLoader worker (pid 7731) is killed by signal: Killed.\n" + exited
+    assert _classes(_diagnose(tmp_path, killed))[0] == "system/host-oom"
