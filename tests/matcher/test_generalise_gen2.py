@@ -176,3 +176,15 @@ def test_dataloader_worker_exit_points_at_dev_shm_unless_the_oom_killer_spoke(tm
     assert _classes(_diagnose(tmp_path, exited))[0] == "shm/dev-shm"
     killed = "RuntimeError: DataLoader worker (pid 7731) is killed by signal: Killed.\n" + exited
     assert _classes(_diagnose(tmp_path, killed))[0] == "system/host-oom"
+
+
+def test_socket_system_error_trail_in_a_container_points_at_the_interface(tmp_path: Path) -> None:
+    # One host's view of a two-node job whose containers bootstrap over their bridge address.
+    text = (
+        "5be1c0a7d2f4:610:610 [0] NCCL INFO Bootstrap : Using eth0:172.17.0.4<0>\n"
+        "5be1c0a7d2f4:610:702 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.0.4<0>\n"
+        "5be1c0a7d2f4:610:702 [0] NCCL INFO Using network Socket\n"
+        "5be1c0a7d2f4:611:705 [1] NCCL INFO misc/socket.cc:568 -> 2\n"
+        "5be1c0a7d2f4:611:705 [1] NCCL INFO bootstrap.cc:285 -> 2\n"
+    )
+    assert _classes(_diagnose(tmp_path, text))[0] == "network/interface-selection"
