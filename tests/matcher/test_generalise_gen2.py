@@ -1,0 +1,190 @@
+"""Short excerpts shaped like what users paste into issue threads, for the network / memlock / shm classes.
+
+Every excerpt is invented for this file (hosts, pids, addresses and sizes are made up) but follows the
+wording real NCCL, Gloo, UCX, libfabric and verbs-based stacks print, including older and newer versions:
+the point is that a five-line paste with one telling line lands on the right class.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from matcher.model import Diagnosis
+from matcher.pipeline import diagnose
+
+
+def _diagnose(tmp_path: Path, text: str) -> Diagnosis:
+    path = tmp_path / "paste.log"
+    path.write_text(text)
+    return diagnose([str(path)]).diagnosis
+
+
+def _classes(diagnosis: Diagnosis) -> list[str]:
+    return [score.class_id for score in diagnosis.diagnoses]
+
+
+EXCERPTS: dict[str, tuple[str, str]] = {
+    # A vendor IB plugin tags its transport "NET/IBP" instead of "NET/IB".
+    "ib-plugin-tag": (
+        "network/ib-rdma",
+        "[2025-05-02 10:11:12] NET/IBP:Got completion from peer 10.88.1.7<41877> with status=12 "
+        "opcode=32700 len=32700 vendor err 129 (Send)\n"
+        "dl-n3:4410:4470 [1] NCCL INFO transport/net.cc:1140 -> 6\n",
+    ),
+    # NCCL 2.19+ names the HCA port before the async event; 2.2x reports QP faults as fatal events.
+    "ib-async-device-named": (
+        "network/ib-rdma",
+        "iter 5120 | loss 2.0113 | lr 2.9e-4\n"
+        "h-17:30211:30290 [3] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_3:1 Got async event : "
+        "local access violation work queue error\n"
+        "h-17:30211:30290 [3] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_3:1 Got async event : "
+        "local access violation work queue error\n",
+    ),
+    "ib-async-fatal-qp": (
+        "network/ib-rdma",
+        "[2026-02-11 04:05:06] h-17:30211:30299 [5] transport/net_ib.cc:180 NCCL WARN NET/IB : mlx5_ib5:1 "
+        "async fatal event on QP (0x7fa1c0042b10): invalid request local work queue error\n",
+    ),
+    # RDMA stacks other than NCCL word the RTR failure as "ibv_modify_qp failed (errno N)".
+    "roce-modify-qp-errno": (
+        "network/roce-gid",
+        "what():  ibv_modify_qp failed (errno 19) (Ib failure: No such device)\nAborted (core dumped)\n",
+    ),
+    "roce-version-read": (
+        "network/roce-gid",
+        "I0702 09:00:01.000100  812 rdma_io.cc:40] Using OOB interface eth0 with IP 10.5.0.12\n"
+        "W0702 09:00:01.004000  812 rdma_util.h:547] NET/IB: read failed in ncclIbRoceGetVersionNum: "
+        "Invalid argument\n"
+        "F0702 09:00:01.004100  812 rdma_util.h:592] Check failed: ncclIbRoceGetVersionNum(dev, port, "
+        "idx, &ver)\n",
+    ),
+    # UCX prints the verbs call with its arguments.
+    "memlock-ucx-create-cq": (
+        "system/memlock",
+        "[1716000000.101010] [cn-31:99120:0]        ib_iface.c:980  UCX  ERROR ibv_create_cq(cqe=4096) "
+        "failed: Cannot allocate memory\n"
+        "[cn-31:99120] *** Process received signal ***\n",
+    ),
+    # NCCL before 2.8 gave no errno for a failed CQ/QP creation; the usual reason is the memlock limit.
+    "memlock-bare-create-qp": (
+        "system/memlock",
+        "[1,2]<stdout>:box-5:8120:8180 [2] misc/ibvwrap.cc:268 NCCL WARN Call to ibv_create_qp failed\n"
+        "[1,2]<stdout>:box-5:8120:8180 [2] NCCL INFO transport/net_ib.cc:360 -> 2\n"
+        "Failed, NCCL error all_reduce.c:77 'unhandled system error'\n",
+    ),
+    # NCCL 2.2-2.3: every interface it will use is listed; loopback among them breaks multi-host jobs.
+    "interface-old-nccl-loopback": (
+        "network/interface-selection",
+        "m-2:5512:5560 [0] NCCL INFO NET : Using interface lo:127.0.0.1<0>\n"
+        "m-2:5512:5560 [0] NCCL INFO NET : Using interface enp5s0:10.9.8.2<0>\n"
+        "m-2:5512:5560 [0] NCCL INFO NET/Socket : 2 interfaces found\n"
+        "m-2:5513:5562 [1] include/socket.h:361 NCCL WARN Call to connect timeout : Connection refused\n",
+    ),
+    # vLLM / sglang / verl build Gloo CPU groups; across hosts the wrong interface makes the mesh fail.
+    "interface-gloo-full-mesh": (
+        "network/interface-selection",
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 1953, '
+        "in _new_process_group_helper\n"
+        "    backend_class = ProcessGroupGloo(\n"
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] "
+        "no error\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXCERPTS))
+def test_pasted_excerpt_lands_on_its_class(tmp_path: Path, name: str) -> None:
+    expected, text = EXCERPTS[name]
+    classes = _classes(_diagnose(tmp_path, text))
+    assert classes and classes[0] == expected, classes
+
+
+def test_early_retry_timeout_keeps_roce_gid_as_a_candidate_behind_ib(tmp_path: Path) -> None:
+    # Old NCCL prints no GIDs, so the line cannot tell RoCE from IB: the transport error leads and a GID
+    # mismatch (the usual cause on RoCE) stays among the suggestions.
+    text = (
+        "w-1:946:990 [0] NCCL INFO Channel 00 : 0[0] -> 8[0] [send] via NET/IB/0\n"
+        "w-1:946:990 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, "
+        "len 0, vendor err 129\n"
+    )
+    classes = _classes(_diagnose(tmp_path, text))
+    assert classes[0] == "network/ib-rdma"
+    assert "network/roce-gid" in classes[:3]
+
+
+def test_retry_timeout_with_routable_roce_v2_gid_does_not_suggest_gid(tmp_path: Path) -> None:
+    text = (
+        "w-1:946:990 [0] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.4.0.9<40001> with "
+        "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.4.0.1 remoteGids::ffff:10.4.0.9\n"
+    )
+    classes = _classes(_diagnose(tmp_path, text))
+    assert classes[0] == "network/ib-rdma"
+    assert "network/roce-gid" not in classes
+
+
+def test_create_qp_with_a_non_memory_errno_stays_an_ib_failure(tmp_path: Path) -> None:
+    text = (
+        "box-5:8120:8180 [2] misc/ibvwrap.cc:112 NCCL WARN Call to ibv_create_qp failed with error "
+        "Invalid argument\n"
+    )
+    classes = _classes(_diagnose(tmp_path, text))
+    assert classes[0] == "network/ib-rdma"
+    assert "system/memlock" not in classes
+
+
+def test_healthy_old_nccl_interface_listing_is_not_a_failure(tmp_path: Path) -> None:
+    text = (
+        "m-2:5512:5560 [0] NCCL INFO NET : Using interface enp5s0:10.9.8.2<0>\n"
+        "m-2:5512:5560 [0] NCCL INFO NET/Socket : 1 interfaces found\n"
+        "m-2:5512:5560 [0] NCCL INFO Ring 00 :    0   1\n"
+    )
+    assert "network/interface-selection" not in _classes(_diagnose(tmp_path, text))
+
+
+def test_bare_system_error_lists_both_everyday_causes(tmp_path: Path) -> None:
+    # A single-node nccl-tests run in a container: nothing but the system error itself.
+    text = (
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 33554432 step: 2(factor) warmup iters: 5 iters: 20\n"
+        "hostB: Test NCCL failure common.cu:891 'unhandled system error'\n"
+        " .. hostB pid 20117: Test failure common.cu:1002\n"
+    )
+    classes = _classes(_diagnose(tmp_path, text))
+    assert classes[0] == "network/interface-selection"
+    assert "shm/dev-shm" in classes[:3]
+
+
+def test_shm_segment_error_outranks_the_generic_system_error(tmp_path: Path) -> None:
+    text = (
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "NCCLUtils.hpp:275, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5\n"
+        "[rank0]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error.\n"
+        "[rank0]: Last error:\n"
+        "[rank0]: Error while creating shared memory segment /dev/shm/nccl-Zq81xW (size 9637888)\n"
+    )
+    assert _classes(_diagnose(tmp_path, text))[0] == "shm/dev-shm"
+
+
+def test_dataloader_worker_exit_points_at_dev_shm_unless_the_oom_killer_spoke(tmp_path: Path) -> None:
+    exited = (
+        "Epoch 3:  41%|████      | 812/1980 [05:11<07:27,  2.61it/s]\n"
+        "RuntimeError: DataLoader worker (pid(s) 7731) exited unexpectedly\n"
+    )
+    assert _classes(_diagnose(tmp_path, exited))[0] == "shm/dev-shm"
+    killed = "RuntimeError: DataLoader worker (pid 7731) is killed by signal: Killed.\n" + exited
+    assert _classes(_diagnose(tmp_path, killed))[0] == "system/host-oom"
+
+
+def test_socket_system_error_trail_in_a_container_points_at_the_interface(tmp_path: Path) -> None:
+    # One host's view of a two-node job whose containers bootstrap over their bridge address.
+    text = (
+        "5be1c0a7d2f4:610:610 [0] NCCL INFO Bootstrap : Using eth0:172.17.0.4<0>\n"
+        "5be1c0a7d2f4:610:702 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.0.4<0>\n"
+        "5be1c0a7d2f4:610:702 [0] NCCL INFO Using network Socket\n"
+        "5be1c0a7d2f4:611:705 [1] NCCL INFO misc/socket.cc:568 -> 2\n"
+        "5be1c0a7d2f4:611:705 [1] NCCL INFO bootstrap.cc:285 -> 2\n"
+    )
+    assert _classes(_diagnose(tmp_path, text))[0] == "network/interface-selection"
