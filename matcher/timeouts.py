@@ -28,6 +28,10 @@ EARLY_SEQNUM = 10  # the first collectives of a run: init barriers, the first st
 _BARRIER_OPS = {"BARRIER", "BROADCAST"}
 # Cascade symptom of a report that names the rank(s) that never arrived (monitored barrier, desync debug).
 MISSING_RANK = "missing-rank"
+# A worker killed by SIGKILL with no collective timeout: the kill is the event, and what the job was doing
+# (loading shards, tokenizing, compiling) says little about why it died (usually the host OOM killer).
+KILLED = "sigkill"
+KILLED_CLUE_FACTOR = 0.4
 
 
 @dataclass(slots=True)
@@ -71,9 +75,12 @@ def infer(
     )
     long_timeout = table.timeout_ms is not None and table.timeout_ms >= LONG_TIMEOUT_MS
     early = table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
+    timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
+    killed = not timed_out and not lagging and any(o.symptom == KILLED for o in cascades)
+    clue_factor = KILLED_CLUE_FACTOR if killed else 1.0
 
     for cls, obs_list in clues.items():
-        weight = max(o.weight for o in obs_list)
+        weight = clue_factor * max(o.weight for o in obs_list)
         if cls == RANK0:
             on_rank0 = [o for o in obs_list if ranks.rank(o) in (0, None)]
             if not on_rank0:
@@ -118,7 +125,6 @@ def infer(
             inf.add(STRAGGLER, 0.6, list(table.evidence))
             inf.add(ASYMMETRIC, 0.35)
 
-    timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
     if timed_out and not inf.masses:
         # A bare timeout: nothing says why. Unknown leads, the usual suspects follow.
         inf.add(UNKNOWN, 0.5)
