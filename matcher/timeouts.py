@@ -25,7 +25,7 @@ JIT = "timeout/jit-compile"
 
 LONG_TIMEOUT_MS = 600_000  # 10 min and more: a user-set or default (30 min) process-group timeout
 EARLY_SEQNUM = 10  # the first collectives of a run: init barriers, the first steps a JIT build delays
-_BARRIER_OPS = {"BARRIER", "BROADCAST"}
+SMALL_BROADCAST_NUMEL = 1024
 # Cascade symptom of a report that names the rank(s) that never arrived (monitored barrier, desync debug).
 MISSING_RANK = "missing-rank"
 # A worker killed by SIGKILL with no collective timeout: the kill is the event, and what the job was doing
@@ -47,7 +47,11 @@ class Inference:
 
 def _barrier_like(table: TableVerdict) -> bool:
     op = (table.optype or "").upper()
-    if op in _BARRIER_OPS:
+    if op == "BARRIER":
+        return True
+    # A flag or object-size broadcast is a sync point; a large one mid-run is a model's own traffic (DDP
+    # buffer sync), which any lagging rank stalls.
+    if op == "BROADCAST" and (table.numel_in is None or table.numel_in <= SMALL_BROADCAST_NUMEL):
         return True
     if op == "ALLREDUCE" and table.numel_in is not None and table.numel_in <= 1:
         return True
