@@ -214,3 +214,28 @@ def test_a_small_broadcast_of_the_default_timeout_still_points_at_rank0(tmp_path
     )
     d = _run(tmp_path, text)
     assert "timeout/rank0-only-work" in [c.class_id for c in d.diagnoses[:2]]
+
+
+_PEER_TIMEOUT = (
+    "[rank9]:[E1104 07:00:10.100 ProcessGroupNCCL.cpp:632] [Rank 9] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=4194304, NumelOut=4194304, Timeout(ms)=600000) "
+    "ran for 600021 milliseconds before timing out.\n"
+)
+
+
+def test_a_killed_rank_explains_the_timeouts_of_its_peers(tmp_path: Path) -> None:
+    text = _PEER_TIMEOUT + (
+        "E1104 07:00:13.000000 4400 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: -9) local_rank: 0 (pid: 4411) of binary: /usr/bin/python3\n"
+    )
+    assert _top(_run(tmp_path, text)) == "system/host-oom"
+
+
+def test_kills_after_a_watchdog_abort_are_teardown_not_the_cause(tmp_path: Path) -> None:
+    text = _PEER_TIMEOUT + (
+        "E1104 07:00:13.000000 4400 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: -6) local_rank: 1 (pid: 4412) of binary: /usr/bin/python3\n"
+        "  exitcode  : -9 (pid: 4411)\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 4411\n"
+    )
+    assert _top(_run(tmp_path, text)) != "system/host-oom"
