@@ -239,3 +239,20 @@ def test_kills_after_a_watchdog_abort_are_teardown_not_the_cause(tmp_path: Path)
         "  traceback : Signal 9 (SIGKILL) received by PID 4411\n"
     )
     assert _top(_run(tmp_path, text)) != "system/host-oom"
+
+
+def test_a_rank_stuck_in_an_earlier_collective_is_behind_its_peers(tmp_path: Path) -> None:
+    text = (
+        "[rank0]:[E0407 10:02:11.100 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=733, OpType=ALLREDUCE, NumelIn=8388608, NumelOut=8388608, "
+        "Timeout(ms)=600000) ran for 600011 milliseconds before timing out.\n"
+        "[rank0]:[E0407 10:02:11.200 ProcessGroupNCCL.cpp:1664] [PG 0 Rank 0] Exception (either an error or "
+        "timeout) detected by watchdog at work: 733, last enqueued NCCL work: 733, last completed NCCL work: "
+        "732.\n"
+        "[rank1]:[E0407 10:02:11.300 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=734, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600020 milliseconds before timing out.\n"
+    )
+    d = _run(tmp_path, text)
+    assert d.culprit is not None and d.culprit.ranks == (0,)
+    assert _top(d) in ("timeout/asymmetric-collectives", "timeout/straggler-input")
