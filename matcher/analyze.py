@@ -45,6 +45,7 @@ SYMPTOM_ORDER = (
     "missing-rank",
     "communicator-aborted",
     "nccl-error",
+    "cuda-error",
     "remote-error",
     "peer-closed",
     "connection-reset",

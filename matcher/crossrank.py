@@ -169,6 +169,25 @@ def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict
             **base,  # type: ignore[arg-type]
         )
 
+    ahead = _behind_a_later_wait(rows, waited)
+    if ahead is not None:
+        top, late = ahead
+        top_op, top_numel = _majority_op(rows, top)
+        levels = ", ".join(f"rank {r} waits in #{max(rows[r].waiting_in)}" for r in late)
+        return TableVerdict(
+            "behind",
+            late,
+            pg=pg,
+            seqnum=top,
+            optype=top_op,
+            numel_in=top_numel,
+            timeout_ms=timeout,
+            reporters=reporters,
+            detail=f"{levels} while its peers already wait in #{top} ({top_op or 'unknown op'}): it never "
+            "reached that collective",
+            evidence=tuple(o for r in late for o in rows[r].observations[:1]) + evidence,
+        )
+
     implied = _implied_ranks(rows, ranks)
     silent = sorted(implied - set(rows))
     if silent and len(reporters) >= 2 and len(silent) <= max(1, len(implied) // 4):
@@ -190,6 +209,27 @@ def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict
             **base,  # type: ignore[arg-type]
         )
     return TableVerdict("none", evidence=evidence, **base)  # type: ignore[arg-type]
+
+
+def _behind_a_later_wait(rows: dict[int, _Row], waited: Counter[int]) -> tuple[int, tuple[int, ...]] | None:
+    """Ranks that time out in different collectives of one group: those stuck in an earlier one (and that
+    never enqueued the later one) are behind the peers that already wait further on, when they are a
+    strict minority or one of two."""
+    if len(waited) < 2:
+        return None
+    top = max(waited)
+    late = tuple(
+        sorted(
+            r
+            for r, row in rows.items()
+            if row.waiting_in
+            and max(row.waiting_in) < top
+            and (row.last_enqueued is None or row.last_enqueued < top)
+        )
+    )
+    if not late or 2 * len(late) > len(rows):
+        return None
+    return top, late
 
 
 def _any_op(rows: dict[int, _Row]) -> tuple[str | None, int | None]:

@@ -40,5 +40,7 @@ def since_progress_ms(observations: list[Observation]) -> int | None:
         return None
     first = min(failures, key=lambda o: o.line.time or 0.0)
     waited_ms = first.fields.get("elapsed_ms", first.fields.get("timeout_ms", 0))
-    gap_ms = ((first.line.time or moved_at) - moved_at) * 1000 - float(waited_ms)
+    # A field that did not parse as a number stays text: it says nothing about the wait.
+    waited = float(waited_ms) if isinstance(waited_ms, int | float) else 0.0
+    gap_ms = ((first.line.time or moved_at) - moved_at) * 1000 - waited
     return max(0, round(gap_ms))

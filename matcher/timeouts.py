@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from matcher.crossrank import TableVerdict
 from matcher.model import FRFinding, Observation
 from matcher.rankmap import RankMap
+from matcher.scoring import chronological_key
 from matcher.taxonomy import UNKNOWN
 
 STRAGGLER = "timeout/straggler-input"
@@ -25,9 +26,17 @@ JIT = "timeout/jit-compile"
 
 LONG_TIMEOUT_MS = 600_000  # 10 min and more: a user-set or default (30 min) process-group timeout
 EARLY_SEQNUM = 10  # the first collectives of a run: init barriers, the first steps a JIT build delays
-_BARRIER_OPS = {"BARRIER", "BROADCAST"}
+SMALL_BROADCAST_NUMEL = 1024
 # Cascade symptom of a report that names the rank(s) that never arrived (monitored barrier, desync debug).
 MISSING_RANK = "missing-rank"
+# A worker killed by SIGKILL: the kill is the event. What the job was doing (loading shards, tokenizing,
+# compiling) says little about why it died (usually the host or cgroup OOM killer), and ranks that timed
+# out waiting for it (other nodes, which its launcher did not tear down) are its victims, not stragglers.
+KILLED = "sigkill"
+ABORTED = "sigabrt"
+KILLED_CLUE_FACTOR = 0.4
+HOST_OOM = "system/host-oom"
+KILLED_MASS = 0.5
 
 
 @dataclass(slots=True)
@@ -43,11 +52,30 @@ class Inference:
 
 def _barrier_like(table: TableVerdict) -> bool:
     op = (table.optype or "").upper()
-    if op in _BARRIER_OPS:
+    if op == "BARRIER":
+        return True
+    # A flag or object-size broadcast is a sync point; a large one mid-run is a model's own traffic (DDP
+    # buffer sync), which any lagging rank stalls.
+    if op == "BROADCAST" and (table.numel_in is None or table.numel_in <= SMALL_BROADCAST_NUMEL):
         return True
     if op == "ALLREDUCE" and table.numel_in is not None and table.numel_in <= 1:
         return True
     return table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
+
+
+def _first_kills(cascades: list[Observation]) -> list[Observation]:
+    """SIGKILL reports, unless a SIGABRT came first: then the watchdog had already aborted a rank and the
+    kills are the launcher's teardown of the rest."""
+    kills = [o for o in cascades if o.symptom == KILLED]
+    aborts = [o for o in cascades if o.symptom == ABORTED]
+    if (
+        kills
+        and aborts
+        and chronological_key(min(aborts, key=chronological_key))
+        < chronological_key(min(kills, key=chronological_key))
+    ):
+        return []
+    return kills
 
 
 def infer(
@@ -71,9 +99,12 @@ def infer(
     )
     long_timeout = table.timeout_ms is not None and table.timeout_ms >= LONG_TIMEOUT_MS
     early = table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
+    timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
+    kills = _first_kills(cascades)
+    clue_factor = KILLED_CLUE_FACTOR if kills else 1.0
 
     for cls, obs_list in clues.items():
-        weight = max(o.weight for o in obs_list)
+        weight = clue_factor * max(o.weight for o in obs_list)
         if cls == RANK0:
             on_rank0 = [o for o in obs_list if ranks.rank(o) in (0, None)]
             if not on_rank0:
@@ -95,7 +126,7 @@ def infer(
     # is the signature of rank-0 solo work even when its progress bar left no line behind.
     sync_point = long_timeout and _barrier_like(table) and 0 not in table.reporters
     rank0_awaited = table.culprits == (0,) or (fr is not None and fr.culprit_ranks == (0,))
-    if RANK0 not in clues and sync_point and rank0_awaited and (table.seqnum is None or early):
+    if RANK0 not in clues and not kills and sync_point and rank0_awaited and (table.seqnum is None or early):
         inf.add(RANK0, 1.0, list(table.evidence))
 
     if table.kind == "mismatch":
@@ -104,7 +135,7 @@ def infer(
         inf.add(ASYMMETRIC, 1.5)
     if lagging:
         # A lagging rank is the straggler class's own evidence unless a clue already says why it lagged.
-        explained = any(inf.masses.get(cls, 0.0) >= 0.8 for cls in (RANK0, JIT))
+        explained = bool(kills) or any(inf.masses.get(cls, 0.0) >= 0.8 for cls in (RANK0, JIT))
         # Missing from a scalar sync mid-run (a "done?" flag, a metric): the rank more likely skipped it
         # (ran out of data, exited its loop early) than arrived late.
         scalar_sync = table.numel_in is not None and table.numel_in <= 1 and not early
@@ -118,7 +149,9 @@ def infer(
             inf.add(STRAGGLER, 0.6, list(table.evidence))
             inf.add(ASYMMETRIC, 0.35)
 
-    timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
+    if kills and timed_out:
+        # The timeouts are what the killed rank's peers reported; the kill explains them.
+        inf.add(HOST_OOM, KILLED_MASS, kills)
     if timed_out and not inf.masses:
         # A bare timeout: nothing says why. Unknown leads, the usual suspects follow.
         inf.add(UNKNOWN, 0.5)
