@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher import crossrank, progress, scoring, setup_hang, versions
+from matcher import crossrank, hostscope, progress, scoring, setup_hang, versions
 from matcher.crossrank import TableVerdict
 from matcher.culprit import decide
 from matcher.model import (
@@ -66,6 +66,10 @@ _APPLICATION_XIDS = {"13", "31", "43"}
 _ECHOES = {"cuda/illegal-access": "nccl/nvls-or-algorithm"}
 ECHO_FACTOR = 0.4
 VERSION_CLASS = "config/version-mismatch"
+# A bare ncclSystemError is read as a socket that cannot reach its peer; on one host (peers over loopback)
+# the shared-memory segment that did not fit /dev/shm is the likelier failed system call.
+INTERFACE_CLASS = "network/interface-selection"
+ONE_HOST_SOCKET_FACTOR = 0.4
 
 
 def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
@@ -93,6 +97,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         for cls, obs in scoring.by_class(observations, "cascade").items():
             masses[cls] = scoring.CASCADE_DISCOUNT * scoring.mass(obs, rm)
             support[cls] = obs
+        if INTERFACE_CLASS in masses and hostscope.one_host(observations, rm):
+            masses[INTERFACE_CLASS] *= ONE_HOST_SOCKET_FACTOR
         inference = infer(observations, cascades, table, fr, rm)
         for cls, amount in inference.masses.items():
             masses[cls] = masses.get(cls, 0.0) + amount

@@ -111,3 +111,56 @@ ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 0[18000] -> 1[19000] via P2P/IPC
     d = _run(tmp_path, text)
     assert d.primary.class_id == "unknown"
     assert "network/interface-selection" not in _classes(d)[:2]
+
+
+# --- 3. ncclSystemError on one host ---------------------------------------------------------------------
+
+
+def test_a_system_error_in_a_one_host_nccl_tests_run_points_at_dev_shm(tmp_path: Path) -> None:
+    text = """
+# Using devices
+#  Rank  0 Group  0 Pid   4410 on  9f8e7d6c5b4a device  0 [0x18] NVIDIA L40S
+#  Rank  1 Group  0 Pid   4410 on  9f8e7d6c5b4a device  1 [0x3b] NVIDIA L40S
+9f8e7d6c5b4a: Test NCCL failure common.cu:1008 'unhandled system error (run with NCCL_DEBUG=INFO) '
+"""
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["shm/dev-shm", "network/interface-selection"]
+
+
+def test_a_system_error_after_shm_channels_on_one_host_points_at_dev_shm(tmp_path: Path) -> None:
+    text = """
+pod-x:900:900 [0] NCCL INFO Bootstrap : Using eth0:10.88.4.20<0>
+pod-x:900:950 [0] NCCL INFO Channel 00 : 0[18000] -> 1[3b000] via SHM/direct/direct
+pod-x:901:951 [1] NCCL INFO Channel 00 : 1[3b000] -> 0[18000] via SHM/direct/direct
+[rank0]: DistBackendError: NCCL error in: x.hpp:275, unhandled system error, NCCL version 2.20.5
+"""
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["shm/dev-shm", "network/interface-selection"]
+
+
+def test_a_system_error_on_consumer_gpus_still_prefers_the_errors_own_suspects(tmp_path: Path) -> None:
+    text = """
+#  Rank  0 Pid  7001 on  deskside device  0 [0x01] NVIDIA GeForce RTX 4080
+#  Rank  1 Pid  7001 on  deskside device  1 [0x02] NVIDIA GeForce RTX 4080
+deskside: Test NCCL failure common.cu:777 'unhandled system error'
+"""
+    d = _run(tmp_path, text)
+    assert d.primary.class_id == "shm/dev-shm"
+    assert "p2p/pcie-acs" in _classes(d)
+
+
+def test_a_system_error_across_hosts_keeps_the_socket_reading_first(tmp_path: Path) -> None:
+    text = """
+node-a:900:900 [0] NCCL INFO Bootstrap : Using eth0:10.88.4.20<0>
+node-a:900:950 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0
+node-b:311:360 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/Socket/0
+[rank0]: DistBackendError: NCCL error in: x.hpp:275, unhandled system error, NCCL version 2.20.5
+"""
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["network/interface-selection", "shm/dev-shm"]
+
+
+def test_a_bare_system_error_without_hosts_keeps_the_socket_reading_first(tmp_path: Path) -> None:
+    text = "RuntimeError: NCCL error in: pg.cpp:1269, unhandled system error, NCCL version 2.14.3\n"
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["network/interface-selection", "shm/dev-shm"]
