@@ -164,3 +164,39 @@ def test_a_bare_system_error_without_hosts_keeps_the_socket_reading_first(tmp_pa
     text = "RuntimeError: NCCL error in: pg.cpp:1269, unhandled system error, NCCL version 2.14.3\n"
     d = _run(tmp_path, text)
     assert _classes(d)[:2] == ["network/interface-selection", "shm/dev-shm"]
+
+
+# --- 4. RoCE retry timeout right after init ---------------------------------------------------------------
+
+_ROCE = """
+gpu-e1:6120:6120 [2] NCCL INFO NET/IB : Using [0]mlx5_4:1/RoCE [1]mlx5_5:1/RoCE [RO]; OOB bond1:10.31.0.21<0>
+gpu-e1:6120:6188 [2] NCCL INFO Channel 00/0 : 2[2] -> 10[2] [send] via NET/IB/0
+gpu-e1:6120:6199 [2] transport/net_ib.cc:1036 NCCL WARN NET/IB : Got completion from peer 10.31.0.22<40113> \
+with error 12, opcode 0, len 0, vendor err 129
+gpu-e1:6120:6199 [2] NCCL INFO transport/net.cc:1141 -> 6
+"""
+
+
+def test_a_retry_timeout_at_start_on_roce_without_a_gid_index_points_at_the_gid(tmp_path: Path) -> None:
+    d = _run(tmp_path, _ROCE)
+    assert _classes(d)[:2] == ["network/roce-gid", "network/ib-rdma"]
+
+
+def test_gid_indexes_that_differ_across_hosts_point_at_the_gid(tmp_path: Path) -> None:
+    text = (
+        "gpu-e1:6120:6120 [2] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n"
+        "gpu-e2:7001:7001 [2] NCCL INFO NCCL_IB_GID_INDEX set by environment to 1.\n" + _ROCE.lstrip("\n")
+    )
+    d = _run(tmp_path, text)
+    assert d.primary.class_id == "network/roce-gid"
+
+
+def test_a_gid_index_set_on_every_host_leaves_the_ib_transport_first(tmp_path: Path) -> None:
+    text = "gpu-e1:6120:6120 [2] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n" + _ROCE.lstrip("\n")
+    d = _run(tmp_path, text)
+    assert d.primary.class_id == "network/ib-rdma"
+
+
+def test_the_same_retry_timeout_on_infiniband_leaves_the_ib_transport_first(tmp_path: Path) -> None:
+    d = _run(tmp_path, _ROCE.replace("/RoCE", "/IB"))
+    assert d.primary.class_id == "network/ib-rdma"
