@@ -158,11 +158,15 @@ def infer(
         # The timeouts are what the killed rank's peers reported; the kill explains them.
         inf.add(HOST_OOM, KILLED_MASS, kills)
     if timed_out and not inf.masses:
-        # A bare timeout: nothing says why. Unknown leads, the usual suspects follow.
+        # A bare timeout: nothing says why. Unknown leads; the runners-up follow how often each turns out
+        # to be the cause in resolved threads: ranks that issued different collectives (uneven data, a
+        # rank-dependent branch) most often, then rank 0's solo work (evaluation, checkpoints) when a long
+        # timeout ran out while rank 0 was not among the waiting ranks, then a slow rank.
+        rank0_away = long_timeout and bool(table.reporters) and 0 not in table.reporters
         inf.add(UNKNOWN, 0.5)
-        inf.add(STRAGGLER, 0.25, list(table.evidence))
-        inf.add(ASYMMETRIC, 0.2)
-        inf.add(RANK0, 0.6 if sync_point else 0.15)
+        inf.add(ASYMMETRIC, 0.3)
+        inf.add(RANK0, 0.6 if sync_point else (0.25 if rank0_away else 0.12))
+        inf.add(STRAGGLER, 0.2, list(table.evidence))
         if early:
             inf.add(JIT, 0.1)
     elif timed_out:

@@ -200,3 +200,39 @@ def test_a_gid_index_set_on_every_host_leaves_the_ib_transport_first(tmp_path: P
 def test_the_same_retry_timeout_on_infiniband_leaves_the_ib_transport_first(tmp_path: Path) -> None:
     d = _run(tmp_path, _ROCE.replace("/RoCE", "/IB"))
     assert d.primary.class_id == "network/ib-rdma"
+
+
+# --- 6. a lone watchdog timeout ----------------------------------------------------------------------------
+
+
+def _watchdog(rank: int, seq: int, op: str, numel: int, timeout_ms: int) -> str:
+    return (
+        f"[rank{rank}]:[E1102 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught "
+        f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, "
+        f"NumelOut={numel}, Timeout(ms)={timeout_ms}) ran for {timeout_ms + 211} milliseconds "
+        "before timing out.\n"
+    )
+
+
+def test_a_lone_mid_run_timeout_keeps_unknown_first_and_ranks_the_usual_causes(tmp_path: Path) -> None:
+    d = _run(tmp_path, _watchdog(2, 31877, "ALLREDUCE", 2097152, 1800000))
+    assert _classes(d)[:4] == [
+        "unknown",
+        "timeout/asymmetric-collectives",
+        "timeout/rank0-only-work",
+        "timeout/straggler-input",
+    ]
+
+
+def test_a_lone_timeout_reported_by_rank0_itself_does_not_suspect_rank0_work(tmp_path: Path) -> None:
+    d = _run(tmp_path, _watchdog(0, 31877, "ALLREDUCE", 2097152, 1800000))
+    classes = _classes(d)
+    assert classes[:2] == ["unknown", "timeout/asymmetric-collectives"]
+    assert classes.index("timeout/straggler-input") < classes.index("timeout/rank0-only-work")
+
+
+def test_a_lone_short_timeout_does_not_suspect_rank0_work_first(tmp_path: Path) -> None:
+    d = _run(tmp_path, _watchdog(3, 9120, "ALLGATHER", 4096, 120000))
+    classes = _classes(d)
+    assert classes[0] == "unknown"
+    assert classes.index("timeout/straggler-input") < classes.index("timeout/rank0-only-work")
