@@ -75,6 +75,7 @@ ONE_HOST_SOCKET_FACTOR = 0.4
 ROCE_CLASS = "network/roce-gid"
 IB_CLASS = "network/ib-rdma"
 ROCE_LEAD = 0.25
+ROCE_LINK = "RoCE"  # the link layer NCCL prints after an IB device it uses
 
 
 def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
@@ -168,7 +169,7 @@ def _roce_gid_first(
     if ROCE_CLASS not in roots or IB_CLASS not in masses:
         return
     context = [o for o in observations if o.role == "context"]
-    roce_hosts = {rm.host(o) for o in context if ROCE_CLASS in o.classes}
+    roce_hosts = {rm.host(o) for o in context if o.fields.get("transport") == ROCE_LINK}
     if not roce_hosts:
         return
     settings = [o for o in context if "gid_index" in o.fields]

@@ -13,7 +13,8 @@ runners-up are what an expert checks next, ranked by what the setup lines show:
 
 Two setups are telling enough to lead, above `unknown` at a moderate confidence: a log whose last setup
 lines are NCCL's NVLS (NVLink SHARP) setup (the multicast bind never returned: NCCL_NVLS_ENABLE=0), and one
-host of consumer GPUs whose channels use P2P (the classic GeForce peer-to-peer hang). A bootstrap address in
+host of consumer GPUs (channels over P2P, or every rank listed on that host): the classic GeForce
+peer-to-peer hang. A bootstrap address in
 docker's default bridge network in a job that spans hosts is not reachable from the other hosts, so the
 interface leads there too.
 """
@@ -25,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from matcher.crossrank import TableVerdict
+from matcher.hostscope import GPUS_PER_HOST, one_host
 from matcher.model import FRFinding, Observation
 from matcher.rankmap import RankMap
 from matcher.taxonomy import UNKNOWN
@@ -40,8 +42,6 @@ ALGORITHM = "nccl/nvls-or-algorithm"
 # Releases before this are years old: peers on other nodes rarely run the same one, and many hangs
 # fixed since were NCCL bugs.
 OLD_NCCL = (2, 12)
-# More ranks than one host holds: the job spans nodes even when only one node's lines are in the bundle.
-GPUS_PER_HOST = 8
 # Unknown leads: the suggestions are what to check, not findings.
 UNKNOWN_MASS = 1.0
 # A setup that names its suspect outright leads instead: this much mass on top of the branch's own.
@@ -120,7 +120,8 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
     peer_to_peer = p2p_lines + consumer
     if not several_hosts:
         out.add(P2P, 0.6 + (0.2 if peer_to_peer else 0.0), peer_to_peer or setup)
-        if consumer and p2p_lines:
+        # Consumer boards whose ranks provably share one host talk over PCIe P2P (or SHM when P2P is off).
+        if consumer and (p2p_lines or one_host(observations, ranks)):
             out.add(P2P, TELLING_MASS - 0.8, consumer)
         out.add(VERSION, 0.35 + (0.15 if old else 0.0), old or versions)
         if shm_lines:

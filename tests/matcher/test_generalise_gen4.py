@@ -236,3 +236,16 @@ def test_a_lone_short_timeout_does_not_suspect_rank0_work_first(tmp_path: Path) 
     classes = _classes(d)
     assert classes[0] == "unknown"
     assert classes.index("timeout/straggler-input") < classes.index("timeout/rank0-only-work")
+
+
+def test_geforce_ranks_all_listed_on_one_host_hanging_at_init_point_at_p2p(tmp_path: Path) -> None:
+    text = """
+# Using devices
+#  Rank  0 Group  0 Pid  3110 on gpubox-12 device  0 [0000:41:00] NVIDIA GeForce RTX 4090
+#  Rank  1 Group  0 Pid  3110 on gpubox-12 device  1 [0000:42:00] NVIDIA GeForce RTX 4090
+gpubox-12:3110:3110 [0] NCCL INFO Bootstrap: Using enp3s0:10.9.8.12<0>
+gpubox-12:3110:3110 [0] NCCL INFO NCCL version 2.23.4+cuda12.6
+gpubox-12:3110:3170 [1] NCCL INFO ncclCommInitAll comm 0x55e1 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 42000
+"""
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["p2p/pcie-acs", "unknown"]
