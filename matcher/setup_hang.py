@@ -47,8 +47,10 @@ UNKNOWN_MASS = 1.0
 # A setup that names its suspect outright leads instead: this much mass on top of the branch's own.
 TELLING_MASS = 1.3
 NVLS = "NVLS"
-# Docker's default bridge: every host's containers get addresses here, unreachable from other hosts.
-DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
+# Docker's default bridge (172.17.0.0/16, handed out from 172.17.0.2 up): every host's containers get the
+# same addresses, unreachable from other hosts. Only its first /24: pod networks of Kubernetes clusters
+# often live elsewhere in 172.16.0.0/12 (e.g. 172.17.80.0/20) and are routable.
+DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/24")
 _SETUP_FIELDS = ("transport", "interface")
 # What a launcher says when the job is stopped from outside (a user's Ctrl-C on the hang, scancel, a time
 # limit): no error of the job's own, so the hang stays silent.

@@ -249,3 +249,13 @@ gpubox-12:3110:3170 [1] NCCL INFO ncclCommInitAll comm 0x55e1 rank 1 nranks 2 cu
 """
     d = _run(tmp_path, text)
     assert _classes(d)[:2] == ["p2p/pcie-acs", "unknown"]
+
+
+def test_a_pod_network_address_elsewhere_in_172_17_is_not_the_docker_bridge(tmp_path: Path) -> None:
+    text = """
+ctr-a:41:41 [0] NCCL INFO Bootstrap : Using eth0:172.17.96.14<0>
+ctr-a:41:90 [0] NCCL INFO comm 0x7a1 rank 0 nranks 16 cudaDev 0 busId 18000 - Init START
+ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
+"""
+    d = _run(tmp_path, text)
+    assert _classes(d)[:2] == ["unknown", "network/interface-selection"]
