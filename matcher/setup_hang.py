@@ -147,11 +147,13 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
 
 
 def _last_setup_is_nvls(setup: list[Observation]) -> bool:
-    """Some file's last setup line is NVLS setup: that process never got past it (no Init COMPLETE)."""
-    last: dict[str, Observation] = {}
+    """Some process's last setup line is NVLS setup: it never got past it (no Init COMPLETE), and the
+    others wait for it. Processes are told apart by their `host:pid` prefix within each file."""
+    last: dict[tuple[str, str | None, int | None], Observation] = {}
     for o in setup:
-        if o.line.source not in last or o.line.lineno >= last[o.line.source].line.lineno:
-            last[o.line.source] = o
+        process = (o.line.source, o.line.host, o.line.pid)
+        if process not in last or o.line.lineno >= last[process].line.lineno:
+            last[process] = o
     return any(o.fields.get("transport") == NVLS for o in last.values())
 
 

@@ -259,3 +259,15 @@ ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
 """
     d = _run(tmp_path, text)
     assert _classes(d)[:2] == ["unknown", "network/interface-selection"]
+
+
+def test_one_process_stuck_in_nvls_setup_leads_even_when_others_completed_init(tmp_path: Path) -> None:
+    text = """
+sxm-node-2:3301:3370 [1] NCCL INFO NVLS comm 0x61f3a0 headRank 1 nHeads 4 buffSize 1048576 memSize 2097152
+sxm-node-2:3302:3371 [2] NCCL INFO NVLS comm 0x61f3b0 headRank 2 nHeads 4 buffSize 1048576 memSize 2097152
+sxm-node-2:3301:3370 [1] NCCL INFO NVLS Bind mem 0xb20000000 UC handle 0x7f55e80a1c30 MC handle 0x7f55e80a0a10
+sxm-node-2:3302:3371 [2] NCCL INFO NVLS Bind mem 0xb40000000 UC handle 0x7f55e80b1c30 MC handle 0x7f55e80b0a10
+sxm-node-2:3302:3371 [2] NCCL INFO comm 0x61f3b0 rank 2 nranks 4 cudaDev 2 - Init COMPLETE
+"""
+    d = _run(tmp_path, text)
+    assert d.primary.class_id == "nccl/nvls-or-algorithm"
