@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher import crossrank, progress, scoring, setup_hang, versions
+from matcher import crossrank, hostscope, progress, scoring, setup_hang, versions
 from matcher.crossrank import TableVerdict
 from matcher.culprit import decide
 from matcher.model import (
@@ -32,7 +32,7 @@ from matcher.model import (
     Observation,
     ScanResult,
 )
-from matcher.rankmap import build_rank_map
+from matcher.rankmap import RankMap, build_rank_map
 from matcher.taxonomy import CLASSES, UNKNOWN, title
 from matcher.timeouts import RANK0, infer
 
@@ -66,6 +66,16 @@ _APPLICATION_XIDS = {"13", "31", "43"}
 _ECHOES = {"cuda/illegal-access": "nccl/nvls-or-algorithm"}
 ECHO_FACTOR = 0.4
 VERSION_CLASS = "config/version-mismatch"
+# A bare ncclSystemError is read as a socket that cannot reach its peer; on one host (peers over loopback)
+# the shared-memory segment that did not fit /dev/shm is the likelier failed system call.
+INTERFACE_CLASS = "network/interface-selection"
+ONE_HOST_SOCKET_FACTOR = 0.4
+# A retry timeout (status 12) right after init on RoCE devices, with no GID index chosen (or a different one
+# per host): the maintainers' first answer is the GID index, ahead of the generic IB transport reading.
+ROCE_CLASS = "network/roce-gid"
+IB_CLASS = "network/ib-rdma"
+ROCE_LEAD = 0.25
+ROCE_LINK = "RoCE"  # the link layer NCCL prints after an IB device it uses
 
 
 def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
@@ -85,6 +95,7 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             support[cls] = obs
         _demote_application_xids(roots, masses)
         _demote_echoes(roots, masses)
+        _roce_gid_first(observations, roots, masses, rm)
         for cls, obs in scoring.by_class(observations, "cascade").items():
             if cls not in masses:  # listed as a runner-up only
                 masses[cls] = 0.1 * scoring.mass(obs, rm)
@@ -93,6 +104,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         for cls, obs in scoring.by_class(observations, "cascade").items():
             masses[cls] = scoring.CASCADE_DISCOUNT * scoring.mass(obs, rm)
             support[cls] = obs
+        if INTERFACE_CLASS in masses and hostscope.one_host(observations, rm):
+            masses[INTERFACE_CLASS] *= ONE_HOST_SOCKET_FACTOR
         inference = infer(observations, cascades, table, fr, rm)
         for cls, amount in inference.masses.items():
             masses[cls] = masses.get(cls, 0.0) + amount
@@ -145,6 +158,28 @@ def _demote_echoes(roots: dict[str, list[Observation]], masses: dict[str, float]
         first = min(roots[origin], key=scoring.chronological_key)
         if all(_follows(o, first) for o in roots[echo]):
             masses[echo] *= ECHO_FACTOR
+
+
+def _roce_gid_first(
+    observations: list[Observation],
+    roots: dict[str, list[Observation]],
+    masses: dict[str, float],
+    rm: RankMap,
+) -> None:
+    if ROCE_CLASS not in roots or IB_CLASS not in masses:
+        return
+    context = [o for o in observations if o.role == "context"]
+    roce_hosts = {rm.host(o) for o in context if o.fields.get("transport") == ROCE_LINK}
+    if not roce_hosts:
+        return
+    settings = [o for o in context if "gid_index" in o.fields]
+    chosen = {str(o.fields["gid_index"]) for o in settings}
+    if len(chosen) == 1 and roce_hosts <= {rm.host(o) for o in settings}:
+        return  # one index set on every RoCE host: the GID was picked on purpose
+    first = min(roots[ROCE_CLASS], key=scoring.chronological_key)
+    if any("step" in o.fields and _follows(first, o) for o in context):
+        return  # training ran before the error: not a path that never worked
+    masses[ROCE_CLASS] = max(masses[ROCE_CLASS], masses[IB_CLASS]) + ROCE_LEAD
 
 
 def _follows(later: Observation, earlier: Observation) -> bool:

@@ -10,14 +10,23 @@ runners-up are what an expert checks next, ranked by what the setup lines show:
   across nodes (an old NCCL release makes that the first suspect);
 - GPUDirect RDMA paths (`NET/IB/.../GDRDMA`): the fabric connected, so the driver / peer-memory stack
   comes first, then the IB transport, then PCIe ACS between the NIC and the GPU.
+
+Two setups are telling enough to lead, above `unknown` at a moderate confidence: a log whose last setup
+lines are NCCL's NVLS (NVLink SHARP) setup (the multicast bind never returned: NCCL_NVLS_ENABLE=0), and one
+host of consumer GPUs (channels over P2P, or every rank listed on that host): the classic GeForce
+peer-to-peer hang. A bootstrap address in
+docker's default bridge network in a job that spans hosts is not reachable from the other hosts, so the
+interface leads there too.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from matcher.crossrank import TableVerdict
+from matcher.hostscope import GPUS_PER_HOST, one_host
 from matcher.model import FRFinding, Observation
 from matcher.rankmap import RankMap
 from matcher.taxonomy import UNKNOWN
@@ -33,10 +42,15 @@ ALGORITHM = "nccl/nvls-or-algorithm"
 # Releases before this are years old: peers on other nodes rarely run the same one, and many hangs
 # fixed since were NCCL bugs.
 OLD_NCCL = (2, 12)
-# More ranks than one host holds: the job spans nodes even when only one node's lines are in the bundle.
-GPUS_PER_HOST = 8
 # Unknown leads: the suggestions are what to check, not findings.
 UNKNOWN_MASS = 1.0
+# A setup that names its suspect outright leads instead: this much mass on top of the branch's own.
+TELLING_MASS = 1.3
+NVLS = "NVLS"
+# Docker's default bridge (172.17.0.0/16, handed out from 172.17.0.2 up): every host's containers get the
+# same addresses, unreachable from other hosts. Only its first /24: pod networks of Kubernetes clusters
+# often live elsewhere in 172.16.0.0/12 (e.g. 172.17.80.0/20) and are routable.
+DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/24")
 _SETUP_FIELDS = ("transport", "interface")
 # What a launcher says when the job is stopped from outside (a user's Ctrl-C on the hang, scancel, a time
 # limit): no error of the job's own, so the hang stays silent.
@@ -98,9 +112,19 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
 
     out = Suggestions(seen=_seen(hosts, several_hosts, transports, consumer, old))
     out.add(UNKNOWN, UNKNOWN_MASS, setup)
+    nvls_lines = [o for o in transports if o.fields["transport"] == NVLS]
+    if nvls_lines:
+        stuck_in_nvls = _last_setup_is_nvls(setup)
+        out.add(ALGORITHM, TELLING_MASS if stuck_in_nvls else 0.5, nvls_lines)
+    bridged = [o for o in interfaces if _on_docker_bridge(o.fields.get("ip"))]
+    if several_hosts and bridged:
+        out.add(INTERFACE, TELLING_MASS - 0.5, bridged)
     peer_to_peer = p2p_lines + consumer
     if not several_hosts:
         out.add(P2P, 0.6 + (0.2 if peer_to_peer else 0.0), peer_to_peer or setup)
+        # Consumer boards whose ranks provably share one host talk over PCIe P2P (or SHM when P2P is off).
+        if consumer and (p2p_lines or one_host(observations, ranks)):
+            out.add(P2P, TELLING_MASS - 0.8, consumer)
         out.add(VERSION, 0.35 + (0.15 if old else 0.0), old or versions)
         if shm_lines:
             out.add(SHM, 0.2, shm_lines)
@@ -120,6 +144,24 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
     if peer_to_peer:
         out.add(P2P, 0.25, peer_to_peer)
     return out
+
+
+def _last_setup_is_nvls(setup: list[Observation]) -> bool:
+    """Some process's last setup line is NVLS setup: it never got past it (no Init COMPLETE), and the
+    others wait for it. Processes are told apart by their `host:pid` prefix within each file."""
+    last: dict[tuple[str, str | None, int | None], Observation] = {}
+    for o in setup:
+        process = (o.line.source, o.line.host, o.line.pid)
+        if process not in last or o.line.lineno >= last[process].line.lineno:
+            last[process] = o
+    return any(o.fields.get("transport") == NVLS for o in last.values())
+
+
+def _on_docker_bridge(ip: object) -> bool:
+    try:
+        return ipaddress.ip_address(str(ip)) in DOCKER_BRIDGE
+    except ValueError:
+        return False
 
 
 def _is_old(nccl_version: object) -> bool:

@@ -103,6 +103,8 @@ def infer(
     kills = _first_kills(cascades)
     clue_factor = KILLED_CLUE_FACTOR if kills else 1.0
 
+    # Classes the error lines themselves suggest (a bare ncclSystemError: sockets or /dev/shm).
+    suggested = {cls for o in cascades for cls in o.classes}
     for cls, obs_list in clues.items():
         weight = clue_factor * max(o.weight for o in obs_list)
         if cls == RANK0:
@@ -119,8 +121,11 @@ def infer(
         elif cls == STRAGGLER:
             inf.add(cls, 0.8 * weight + (0.3 if lagging else 0.0), obs_list)
         else:
-            # A clue for a non-timeout class (e.g. "Using docker0") is weak without an error line.
-            inf.add(cls, 0.5 * weight if cls == ASYMMETRIC else 0.3 * weight, obs_list)
+            # A clue for a non-timeout class (e.g. "Using docker0") is weak without an error line, and weaker
+            # still beside an error line that names other suspects.
+            other_suspects = bool(suggested) and cls not in suggested
+            share = 0.5 if cls == ASYMMETRIC else (0.2 if other_suspects else 0.3)
+            inf.add(cls, share * weight, obs_list)
 
     # The main process missing from a long sync point (30-min barrier / broadcast / 1-element allreduce)
     # is the signature of rank-0 solo work even when its progress bar left no line behind.
@@ -153,11 +158,15 @@ def infer(
         # The timeouts are what the killed rank's peers reported; the kill explains them.
         inf.add(HOST_OOM, KILLED_MASS, kills)
     if timed_out and not inf.masses:
-        # A bare timeout: nothing says why. Unknown leads, the usual suspects follow.
+        # A bare timeout: nothing says why. Unknown leads; the runners-up follow how often each turns out
+        # to be the cause in resolved threads: ranks that issued different collectives (uneven data, a
+        # rank-dependent branch) most often, then rank 0's solo work (evaluation, checkpoints) when a long
+        # timeout ran out while rank 0 was not among the waiting ranks, then a slow rank.
+        rank0_away = long_timeout and bool(table.reporters) and 0 not in table.reporters
         inf.add(UNKNOWN, 0.5)
-        inf.add(STRAGGLER, 0.25, list(table.evidence))
-        inf.add(ASYMMETRIC, 0.2)
-        inf.add(RANK0, 0.6 if sync_point else 0.15)
+        inf.add(ASYMMETRIC, 0.3)
+        inf.add(RANK0, 0.6 if sync_point else (0.25 if rank0_away else 0.12))
+        inf.add(STRAGGLER, 0.2, list(table.evidence))
         if early:
             inf.add(JIT, 0.1)
     elif timed_out:
