@@ -6,20 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matcher.model import Diagnosis, Line, Observation
-from matcher.pipeline import diagnose
+from matcher.model import Line, Observation
 from matcher.rankmap import build_rank_map
 from matcher.versions import differing_versions
-
-
-def _run(tmp_path: Path, text: str, name: str = "job.log") -> Diagnosis:
-    path = tmp_path / name
-    path.write_text(text.lstrip("\n"), encoding="utf-8")
-    return diagnose([str(path)]).diagnosis
-
-
-def _classes(d: Diagnosis) -> list[str]:
-    return [c.class_id for c in d.diagnoses]
+from tests.matcher.excerpts import class_ids, diagnose_text
 
 
 def _setup(host: str, pid: int, rank: int, iface: str, ip: str, transports: list[tuple[int, str]]) -> str:
@@ -43,8 +33,8 @@ def test_single_host_hang_after_init_suggests_peer_to_peer_first(tmp_path: Path)
         _setup("dgx-box", 5100 + r, r, "enp65s0", "10.3.0.8", [((r + 1) % 4, "P2P/IPC/read")])
         for r in range(4)
     )
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["unknown", "p2p/pcie-acs"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["unknown", "p2p/pcie-acs"]
     assert d.primary.confidence < 0.5
     assert all(c.confidence < d.primary.confidence for c in d.diagnoses[1:])
     assert d.culprit is None
@@ -58,9 +48,9 @@ def test_consumer_gpus_raise_peer_to_peer_even_across_hosts(tmp_path: Path) -> N
         + _setup("ws-a", 700, 0, "eno1", "192.168.1.10", [(1, "NET/Socket/0")])
         + _setup("ws-b", 800, 1, "eno1", "192.168.1.11", [(0, "NET/Socket/0")])
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "unknown"
-    assert "p2p/pcie-acs" in _classes(d)
+    assert "p2p/pcie-acs" in class_ids(d)
 
 
 def test_multi_host_socket_hang_suggests_interface_then_versions(tmp_path: Path) -> None:
@@ -69,8 +59,8 @@ def test_multi_host_socket_hang_suggests_interface_then_versions(tmp_path: Path)
         + _setup("node-a", 4100, 0, "ens5", "10.0.1.4", [(1, "NET/Socket/0")])
         + _setup("node-b", 4200, 1, "ens5", "10.0.1.5", [(0, "NET/Socket/0")])
     )
-    d = _run(tmp_path, text)
-    assert _classes(d)[:3] == ["unknown", "network/interface-selection", "config/version-mismatch"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:3] == ["unknown", "network/interface-selection", "config/version-mismatch"]
     assert d.culprit is None
 
 
@@ -80,8 +70,8 @@ def test_an_old_nccl_release_puts_versions_before_the_interface(tmp_path: Path) 
         + _setup("node-a", 4100, 0, "ens5", "10.0.1.4", [])
         + _setup("node-b", 4200, 1, "ens5", "10.0.1.5", [])
     )
-    d = _run(tmp_path, text)
-    assert _classes(d)[:3] == ["unknown", "config/version-mismatch", "network/interface-selection"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:3] == ["unknown", "config/version-mismatch", "network/interface-selection"]
     assert any("2.8.4" in e.text for e in d.diagnoses[1].evidence)
     assert "2.8.4" in (d.no_culprit_reason or "")
 
@@ -90,15 +80,15 @@ def test_one_hosts_lines_of_a_job_larger_than_a_host_are_treated_as_multi_node(t
     text = _setup("node-a", 4100, 0, "ens5", "10.0.1.4", []) + (
         "node-a:4100:4190 [0] NCCL INFO comm 0x5a10 rank 0 nranks 32 cudaDev 0 busId 18000 - Init COMPLETE\n"
     )
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["unknown", "network/interface-selection"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["unknown", "network/interface-selection"]
 
 
 def test_gpudirect_rdma_paths_suggest_driver_stack_and_ib(tmp_path: Path) -> None:
     text = _setup("hpc-17", 9000, 4, "ib0", "172.20.0.17", [(12, "NET/IB/0/GDRDMA"), (13, "NET/IB/1/GDRDMA")])
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "unknown"
-    assert set(_classes(d)[1:3]) == {"config/version-mismatch", "network/ib-rdma"}
+    assert set(class_ids(d)[1:3]) == {"config/version-mismatch", "network/ib-rdma"}
 
 
 def test_setup_lines_followed_by_a_timeout_are_not_a_silent_hang(tmp_path: Path) -> None:
@@ -107,7 +97,7 @@ def test_setup_lines_followed_by_a_timeout_are_not_a_silent_hang(tmp_path: Path)
         "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
         "Timeout(ms)=600000) ran for 600021 milliseconds before timing out.\n"
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert "hung right after NCCL initialisation" not in (d.no_culprit_reason or "")
     assert d.symptom == "collective-timeout"
 
@@ -127,8 +117,8 @@ _FRAMEWORK_IMA = (
 
 
 def test_illegal_access_caught_first_by_nccl_points_at_nccl(tmp_path: Path) -> None:
-    d = _run(tmp_path, _NCCL_IMA + _FRAMEWORK_IMA)
-    assert _classes(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
+    d = diagnose_text(tmp_path, _NCCL_IMA + _FRAMEWORK_IMA)
+    assert class_ids(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
     assert d.facts.get("error_code") == 700
 
 
@@ -138,7 +128,7 @@ def test_a_device_side_assert_before_nccl_keeps_the_application_at_fault(tmp_pat
         "thread: [17,0,0] Assertion `-sizes[i] <= index && "
         'index < sizes[i] && "index out of bounds"` failed.\n'
     )
-    d = _run(tmp_path, assert_line + _NCCL_IMA + _FRAMEWORK_IMA)
+    d = diagnose_text(tmp_path, assert_line + _NCCL_IMA + _FRAMEWORK_IMA)
     assert d.primary.class_id == "cuda/illegal-access"
 
 
@@ -152,7 +142,7 @@ def test_ranks_failing_together_on_one_host_name_that_host(tmp_path: Path) -> No
             f"2026-01-12T08:00:01.{rank:03d}Z: [1,{rank}]<stdout>:ib-node-02:{pid}:{pid + 40} [0] "
             "transport/net_ib.cc:90 NCCL WARN NET/IB : Got async event : local catastrophic error"
         )
-    d = _run(tmp_path, "\n".join(lines) + "\n")
+    d = diagnose_text(tmp_path, "\n".join(lines) + "\n")
     assert d.primary.class_id == "network/ib-rdma"
     assert d.culprit is not None
     assert d.culprit.hosts == ("ib-node-02",) and d.culprit.ranks == ()
@@ -165,7 +155,7 @@ def test_every_rank_of_a_single_node_job_failing_together_names_nobody(tmp_path:
         "transport/net_ib.cc:90 NCCL WARN NET/IB : Got async event : local catastrophic error"
         for rank in range(4)
     ]
-    d = _run(tmp_path, "\n".join(lines) + "\n")
+    d = diagnose_text(tmp_path, "\n".join(lines) + "\n")
     assert d.culprit is None
 
 
@@ -177,7 +167,7 @@ def test_nccl_warn_is_tied_to_its_rank_through_the_pid(tmp_path: Path) -> None:
         _setup("train-07", 2200 + r, r, "eth0", "10.8.0.7", [((r + 1) % 4, "SHM/direct/direct")])
         for r in range(4)
     ) + ("train-07:2202:2202 [2] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'\n")
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "cuda/oom"
     assert d.culprit is not None and d.culprit.ranks == (2,)
     assert d.culprit.hosts == ("train-07",)
@@ -197,23 +187,23 @@ def _version_job(version_b: str) -> str:
 
 
 def test_different_nccl_releases_across_hosts_are_version_mismatch_evidence(tmp_path: Path) -> None:
-    d = _run(tmp_path, _version_job("2.18.1+cuda12.1"))
+    d = diagnose_text(tmp_path, _version_job("2.18.1+cuda12.1"))
     assert d.primary.class_id == "config/version-mismatch"
     texts = " ".join(e.text for e in d.primary.evidence)
     assert "2.21.5" in texts and "2.18.1" in texts
 
 
 def test_the_same_release_on_every_host_is_no_evidence(tmp_path: Path) -> None:
-    d = _run(tmp_path, _version_job("2.21.5+cuda12.4"))
-    assert "config/version-mismatch" not in _classes(d)
+    d = diagnose_text(tmp_path, _version_job("2.21.5+cuda12.4"))
+    assert "config/version-mismatch" not in class_ids(d)
 
 
 def test_every_rank_echoing_nccls_illegal_access_does_not_outvote_it(tmp_path: Path) -> None:
     echoes = "".join(
         f"[rank{r}]: RuntimeError: CUDA error: an illegal memory access was encountered\n" for r in range(4)
     )
-    d = _run(tmp_path, _NCCL_IMA + echoes)
-    assert _classes(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
+    d = diagnose_text(tmp_path, _NCCL_IMA + echoes)
+    assert class_ids(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
 
 
 # --- 6. time since the last progress line ------------------------------------------------------------------
@@ -234,19 +224,19 @@ _IB_FAILURE = (
 
 def test_since_progress_is_the_gap_between_the_last_step_and_the_failure(tmp_path: Path) -> None:
     text = _iteration("10:00:00", 100) + _iteration("10:00:30", 110) + _iteration("10:01:00", 120)
-    d = _run(tmp_path, text + _IB_FAILURE)
+    d = diagnose_text(tmp_path, text + _IB_FAILURE)
     assert d.primary.class_id == "network/ib-rdma"
     assert d.facts["since_progress_ms"] == 600_000
 
 
 def test_progress_after_the_only_error_line_leaves_since_progress_unknown(tmp_path: Path) -> None:
-    d = _run(tmp_path, _IB_FAILURE + _iteration("10:12:00", 130))
+    d = diagnose_text(tmp_path, _IB_FAILURE + _iteration("10:12:00", 130))
     assert "since_progress_ms" not in d.facts
 
 
 def test_more_progress_lines_than_the_scanner_keeps_leave_since_progress_unknown(tmp_path: Path) -> None:
     steps = "".join(_iteration(f"10:0{m // 6}:{(m % 6) * 10:02d}", 100 + m) for m in range(20))
-    d = _run(tmp_path, steps + _IB_FAILURE)
+    d = diagnose_text(tmp_path, steps + _IB_FAILURE)
     assert "since_progress_ms" not in d.facts
 
 
@@ -260,7 +250,7 @@ def test_a_process_in_several_communicators_gets_the_rank_of_the_largest(tmp_pat
         "Init COMPLETE\n"
         "train-07:2202:2290 [2] NCCL INFO Channel 00/0 : 1[2] -> 0[1] via P2P/IPC/read\n"
     )
-    d = _run(tmp_path, text + _OOM_WARN)
+    d = diagnose_text(tmp_path, text + _OOM_WARN)
     assert d.culprit is not None and d.culprit.ranks == (10,)
 
 
@@ -269,7 +259,7 @@ def test_channel_lines_of_several_communicators_alone_map_no_rank(tmp_path: Path
         "train-07:2202:2290 [2] NCCL INFO Channel 00/0 : 1[2] -> 0[1] via P2P/IPC/read\n"
         "train-07:2202:2291 [2] NCCL INFO Channel 00/0 : 5[2] -> 13[2] [send] via NET/IB/0/GDRDMA\n"
     )
-    d = _run(tmp_path, text + _OOM_WARN)
+    d = diagnose_text(tmp_path, text + _OOM_WARN)
     assert d.culprit is not None
     assert d.culprit.ranks == () and d.culprit.hosts == ("train-07",)
 
@@ -283,14 +273,14 @@ def test_ranks_that_cannot_reach_the_store_name_the_store_host(tmp_path: Path) -
         f"trying to connect to (trainer-master-0, 29500).\n"
         for r in (1, 2, 3)
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "rendezvous/store"
     assert d.culprit is not None
     assert d.culprit.hosts == ("trainer-master-0",) and d.culprit.ranks == ()
 
 
 def test_an_unset_master_address_names_no_host(tmp_path: Path) -> None:
-    d = _run(tmp_path, "nslookup: can't resolve '(null)': Name does not resolve\n")
+    d = diagnose_text(tmp_path, "nslookup: can't resolve '(null)': Name does not resolve\n")
     assert d.primary.class_id == "rendezvous/store"
     assert d.culprit is None
 
@@ -302,27 +292,27 @@ _XID = "[Tue Mar  4 02:11:09 2025] NVRM: Xid (PCI:0000:41:00): 79, pid=0, GPU ha
 
 
 def test_kernel_lines_pasted_under_a_prompt_belong_to_its_host(tmp_path: Path) -> None:
-    d = _run(tmp_path, "root@gpu-node-31:~# dmesg -T | grep -i xid\n" + _XID)
+    d = diagnose_text(tmp_path, "root@gpu-node-31:~# dmesg -T | grep -i xid\n" + _XID)
     assert d.primary.class_id == "hardware/gpu-xid"
     assert d.culprit is not None and d.culprit.hosts == ("gpu-node-31",)
 
 
 def test_lines_above_the_prompt_or_far_below_it_are_not_its_hosts(tmp_path: Path) -> None:
     filler = "".join(f"    {i} | some unrelated pasted text\n" for i in range(250))
-    d = _run(tmp_path, _XID + "root@gpu-node-31:~# dmesg -T | grep -i xid\n" + filler + _XID)
+    d = diagnose_text(tmp_path, _XID + "root@gpu-node-31:~# dmesg -T | grep -i xid\n" + filler + _XID)
     assert d.culprit is None
 
 
 def test_a_receive_channel_line_names_the_writer_second(tmp_path: Path) -> None:
     text = "train-07:2202:2290 [2] NCCL INFO Channel 01/1 : 9[2] -> 2[2] [receive] via NET/IB/1/GDRDMA\n"
-    d = _run(tmp_path, text + _OOM_WARN)
+    d = diagnose_text(tmp_path, text + _OOM_WARN)
     assert d.culprit is not None and d.culprit.ranks == (2,)
 
 
 def test_training_progress_after_the_setup_lines_is_no_hang_at_init(tmp_path: Path) -> None:
     text = _setup("node-a", 4100, 0, "ens5", "10.0.1.4", [(1, "P2P/IPC/read")]) + _iteration("10:00:00", 10)
-    d = _run(tmp_path, text)
-    assert _classes(d) == ["unknown"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d) == ["unknown"]
     assert "NCCL initialisation" not in (d.no_culprit_reason or "")
 
 
@@ -361,7 +351,7 @@ def test_the_nccl_version_fact_is_decoded_from_old_pytorchs_misprint(tmp_path: P
         "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:911, unhandled cuda error, "
         "NCCL version 21.1.4\n"
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.facts["nccl_version"] == "2.11.4"
 
 
@@ -377,15 +367,15 @@ def test_a_hang_stopped_by_the_user_is_still_a_silent_hang_after_init(tmp_path: 
         "E0112 08:30:01.789000 140112 torch/distributed/elastic/multiprocessing/api.py:869] failed "
         "(exitcode: -2) local_rank: 0 (pid: 5100) of binary: /usr/bin/python3\n"
     )
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["unknown", "p2p/pcie-acs"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["unknown", "p2p/pcie-acs"]
     assert d.culprit is None
     assert "hung right after NCCL initialisation" in (d.no_culprit_reason or "")
 
 
 def test_nccls_report_alone_keeps_the_application_as_runner_up(tmp_path: Path) -> None:
-    d = _run(tmp_path, _NCCL_IMA)
-    assert _classes(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
+    d = diagnose_text(tmp_path, _NCCL_IMA)
+    assert class_ids(d)[:2] == ["nccl/nvls-or-algorithm", "cuda/illegal-access"]
     assert d.diagnoses[1].confidence < 0.3
 
 
@@ -398,5 +388,5 @@ def test_since_progress_does_not_count_the_timeout_wait_twice(tmp_path: Path) ->
         "Timeout(ms)=600000) ran for 600000 milliseconds before timing out.\n"
     )
     text = _iteration("10:00:30", 110) + _iteration("10:01:00", 120) + watchdog
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.facts["since_progress_ms"] == 5_000

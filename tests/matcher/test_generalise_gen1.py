@@ -8,19 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from matcher.model import Diagnosis
-from matcher.pipeline import diagnose
-
-
-def _run(tmp_path: Path, text: str) -> Diagnosis:
-    path = tmp_path / "paste.log"
-    path.write_text(text.lstrip("\n"), encoding="utf-8")
-    return diagnose([str(path)]).diagnosis
-
-
-def _top(d: Diagnosis) -> str:
-    return d.diagnoses[0].class_id
-
+from tests.matcher.excerpts import class_ids, diagnose_text
 
 CASES: dict[str, tuple[str, str]] = {
     "wrapped-collective-mismatch": (
@@ -161,17 +149,17 @@ CASES: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_real_shaped_excerpt_gets_its_class(tmp_path: Path, name: str) -> None:
     text, expected = CASES[name]
-    assert _top(_run(tmp_path, text)) == expected
+    assert class_ids(diagnose_text(tmp_path, text))[0] == expected
 
 
 def test_ray_out_of_memory_error_is_not_a_cuda_oom(tmp_path: Path) -> None:
-    d = _run(tmp_path, CASES["ray-memory-monitor"][0])
+    d = diagnose_text(tmp_path, CASES["ray-memory-monitor"][0])
     assert "cuda/oom" not in [c.class_id for c in d.diagnoses]
 
 
 def test_a_kernel_assert_outranks_the_cuda_error_tail(tmp_path: Path) -> None:
-    d = _run(tmp_path, CASES["triton-kernel-assert"][0] + CASES["cuda-error-tail-only"][0])
-    assert _top(d) == "cuda/illegal-access"
+    d = diagnose_text(tmp_path, CASES["triton-kernel-assert"][0] + CASES["cuda-error-tail-only"][0])
+    assert class_ids(d)[0] == "cuda/illegal-access"
     signatures = {e.signature for e in d.diagnoses[0].evidence}
     assert "cuda-kernel-assertion" in signatures
 
@@ -181,7 +169,7 @@ def test_a_named_oom_outranks_the_weak_cuda_error_tail(tmp_path: Path) -> None:
         "[rank3]: RuntimeError: CUDA error: out of memory\n"
         "[rank3]: Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
     )
-    assert _top(_run(tmp_path, text)) == "cuda/oom"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "cuda/oom"
 
 
 def test_a_timeout_keeps_the_loading_clue_when_no_worker_was_killed(tmp_path: Path) -> None:
@@ -191,7 +179,7 @@ def test_a_timeout_keeps_the_loading_clue_when_no_worker_was_killed(tmp_path: Pa
         "timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
         "600013 milliseconds before timing out.\n"
     )
-    assert _top(_run(tmp_path, text)) == "timeout/straggler-input"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "timeout/straggler-input"
 
 
 def test_a_large_broadcast_mid_run_is_not_read_as_a_rank0_sync_point(tmp_path: Path) -> None:
@@ -201,8 +189,8 @@ def test_a_large_broadcast_mid_run_is_not_read_as_a_rank0_sync_point(tmp_path: P
         "WorkNCCL(SeqNum=81234, OpType=BROADCAST, NumelIn=1572864, NumelOut=1572864, Timeout(ms)=600000) ran "
         "for 600090 milliseconds before timing out.\n"
     )
-    d = _run(tmp_path, text)
-    assert _top(d) != "timeout/rank0-only-work"
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[0] != "timeout/rank0-only-work"
 
 
 def test_a_small_broadcast_of_the_default_timeout_still_points_at_rank0(tmp_path: Path) -> None:
@@ -212,7 +200,7 @@ def test_a_small_broadcast_of_the_default_timeout_still_points_at_rank0(tmp_path
         "WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran "
         "for 1800044 milliseconds before timing out.\n"
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert "timeout/rank0-only-work" in [c.class_id for c in d.diagnoses[:2]]
 
 
@@ -228,7 +216,7 @@ def test_a_killed_rank_explains_the_timeouts_of_its_peers(tmp_path: Path) -> Non
         "E1104 07:00:13.000000 4400 torch/distributed/elastic/multiprocessing/api.py:869] failed "
         "(exitcode: -9) local_rank: 0 (pid: 4411) of binary: /usr/bin/python3\n"
     )
-    assert _top(_run(tmp_path, text)) == "system/host-oom"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "system/host-oom"
 
 
 def test_kills_after_a_watchdog_abort_are_teardown_not_the_cause(tmp_path: Path) -> None:
@@ -238,7 +226,7 @@ def test_kills_after_a_watchdog_abort_are_teardown_not_the_cause(tmp_path: Path)
         "  exitcode  : -9 (pid: 4411)\n"
         "  traceback : Signal 9 (SIGKILL) received by PID 4411\n"
     )
-    assert _top(_run(tmp_path, text)) != "system/host-oom"
+    assert class_ids(diagnose_text(tmp_path, text))[0] != "system/host-oom"
 
 
 def test_a_rank_stuck_in_an_earlier_collective_is_behind_its_peers(tmp_path: Path) -> None:
@@ -253,6 +241,6 @@ def test_a_rank_stuck_in_an_earlier_collective_is_behind_its_peers(tmp_path: Pat
         "timeout: WorkNCCL(SeqNum=734, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
         "600020 milliseconds before timing out.\n"
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.culprit is not None and d.culprit.ranks == (0,)
-    assert _top(d) in ("timeout/asymmetric-collectives", "timeout/straggler-input")
+    assert class_ids(d)[0] in ("timeout/asymmetric-collectives", "timeout/straggler-input")

@@ -11,19 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from matcher.model import Diagnosis
-from matcher.pipeline import diagnose
-
-
-def _diagnose(tmp_path: Path, text: str) -> Diagnosis:
-    path = tmp_path / "paste.log"
-    path.write_text(text)
-    return diagnose([str(path)]).diagnosis
-
-
-def _classes(diagnosis: Diagnosis) -> list[str]:
-    return [score.class_id for score in diagnosis.diagnoses]
-
+from tests.matcher.excerpts import class_ids, diagnose_text
 
 EXCERPTS: dict[str, tuple[str, str]] = {
     # A vendor IB plugin tags its transport "NET/IBP" instead of "NET/IB".
@@ -97,7 +85,7 @@ EXCERPTS: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("name", sorted(EXCERPTS))
 def test_pasted_excerpt_lands_on_its_class(tmp_path: Path, name: str) -> None:
     expected, text = EXCERPTS[name]
-    classes = _classes(_diagnose(tmp_path, text))
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes and classes[0] == expected, classes
 
 
@@ -109,7 +97,7 @@ def test_early_retry_timeout_keeps_roce_gid_as_a_candidate_behind_ib(tmp_path: P
         "w-1:946:990 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, "
         "len 0, vendor err 129\n"
     )
-    classes = _classes(_diagnose(tmp_path, text))
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "network/ib-rdma"
     assert "network/roce-gid" in classes[:3]
 
@@ -119,7 +107,7 @@ def test_retry_timeout_with_routable_roce_v2_gid_does_not_suggest_gid(tmp_path: 
         "w-1:946:990 [0] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.4.0.9<40001> with "
         "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.4.0.1 remoteGids::ffff:10.4.0.9\n"
     )
-    classes = _classes(_diagnose(tmp_path, text))
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "network/ib-rdma"
     assert "network/roce-gid" not in classes
 
@@ -129,7 +117,7 @@ def test_create_qp_with_a_non_memory_errno_stays_an_ib_failure(tmp_path: Path) -
         "box-5:8120:8180 [2] misc/ibvwrap.cc:112 NCCL WARN Call to ibv_create_qp failed with error "
         "Invalid argument\n"
     )
-    classes = _classes(_diagnose(tmp_path, text))
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "network/ib-rdma"
     assert "system/memlock" not in classes
 
@@ -140,7 +128,7 @@ def test_healthy_old_nccl_interface_listing_is_not_a_failure(tmp_path: Path) -> 
         "m-2:5512:5560 [0] NCCL INFO NET/Socket : 1 interfaces found\n"
         "m-2:5512:5560 [0] NCCL INFO Ring 00 :    0   1\n"
     )
-    assert "network/interface-selection" not in _classes(_diagnose(tmp_path, text))
+    assert "network/interface-selection" not in class_ids(diagnose_text(tmp_path, text))
 
 
 def test_bare_system_error_lists_both_everyday_causes(tmp_path: Path) -> None:
@@ -150,7 +138,7 @@ def test_bare_system_error_lists_both_everyday_causes(tmp_path: Path) -> None:
         "hostB: Test NCCL failure common.cu:891 'unhandled system error'\n"
         " .. hostB pid 20117: Test failure common.cu:1002\n"
     )
-    classes = _classes(_diagnose(tmp_path, text))
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "network/interface-selection"
     assert "shm/dev-shm" in classes[:3]
 
@@ -165,7 +153,7 @@ def test_shm_segment_error_outranks_the_generic_system_error(tmp_path: Path) -> 
         "[rank0]: Last error:\n"
         "[rank0]: Error while creating shared memory segment /dev/shm/nccl-Zq81xW (size 9637888)\n"
     )
-    assert _classes(_diagnose(tmp_path, text))[0] == "shm/dev-shm"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "shm/dev-shm"
 
 
 def test_dataloader_worker_exit_points_at_dev_shm_unless_the_oom_killer_spoke(tmp_path: Path) -> None:
@@ -173,9 +161,9 @@ def test_dataloader_worker_exit_points_at_dev_shm_unless_the_oom_killer_spoke(tm
         "Epoch 3:  41%|████      | 812/1980 [05:11<07:27,  2.61it/s]\n"
         "RuntimeError: DataLoader worker (pid(s) 7731) exited unexpectedly\n"
     )
-    assert _classes(_diagnose(tmp_path, exited))[0] == "shm/dev-shm"
+    assert class_ids(diagnose_text(tmp_path, exited))[0] == "shm/dev-shm"
     killed = "RuntimeError: DataLoader worker (pid 7731) is killed by signal: Killed.\n" + exited
-    assert _classes(_diagnose(tmp_path, killed))[0] == "system/host-oom"
+    assert class_ids(diagnose_text(tmp_path, killed))[0] == "system/host-oom"
 
 
 def test_socket_system_error_trail_in_a_container_points_at_the_interface(tmp_path: Path) -> None:
@@ -187,4 +175,4 @@ def test_socket_system_error_trail_in_a_container_points_at_the_interface(tmp_pa
         "5be1c0a7d2f4:611:705 [1] NCCL INFO misc/socket.cc:568 -> 2\n"
         "5be1c0a7d2f4:611:705 [1] NCCL INFO bootstrap.cc:285 -> 2\n"
     )
-    assert _classes(_diagnose(tmp_path, text))[0] == "network/interface-selection"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "network/interface-selection"

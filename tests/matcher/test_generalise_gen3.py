@@ -12,23 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from matcher.model import Diagnosis
-from matcher.pipeline import diagnose
-
-
-def _diagnose(tmp_path: Path, text: str) -> Diagnosis:
-    path = tmp_path / "paste.log"
-    path.write_text(text)
-    return diagnose([str(path)]).diagnosis
-
-
-def _top(diagnosis: Diagnosis) -> str:
-    return diagnosis.diagnoses[0].class_id
-
-
-def _classes(diagnosis: Diagnosis) -> list[str]:
-    return [score.class_id for score in diagnosis.diagnoses]
-
+from tests.matcher.excerpts import class_ids, diagnose_text
 
 XID45 = (
     "[Tue May 12 04:01:1{s} 2026] NVRM: Xid (PCI:0000:{bus}:00): 45, pid={pid}, name=python3, Ch 0000000{ch} "
@@ -90,18 +74,18 @@ SMI_ERR = (
     ],
 )
 def test_hardware_faults_in_their_other_wordings(tmp_path: Path, text: str) -> None:
-    assert _top(_diagnose(tmp_path, text)) == "hardware/gpu-xid"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "hardware/gpu-xid"
 
 
 def test_cleanup_after_hardware_xid_names_the_hardware_xid(tmp_path: Path) -> None:
-    diagnosis = _diagnose(tmp_path, HARDWARE_CLEANUP_XIDS)
+    diagnosis = diagnose_text(tmp_path, HARDWARE_CLEANUP_XIDS)
     assert diagnosis.facts.get("xid") == 144
     assert diagnosis.facts.get("device") == "0000:4c:00"
 
 
 def test_cleanup_after_application_xid_stays_an_application_fault(tmp_path: Path) -> None:
     # Xid 45 caused by Xid 13 is the application's own bad access: no hardware reading may win.
-    assert _top(_diagnose(tmp_path, APPLICATION_CLEANUP_XIDS)) == "cuda/illegal-access"
+    assert class_ids(diagnose_text(tmp_path, APPLICATION_CLEANUP_XIDS))[0] == "cuda/illegal-access"
 
 
 FABRIC_PASTES = {
@@ -135,7 +119,7 @@ FABRIC_PASTES = {
 
 @pytest.mark.parametrize("name", sorted(FABRIC_PASTES))
 def test_fabric_manager_pastes(tmp_path: Path, name: str) -> None:
-    assert _top(_diagnose(tmp_path, FABRIC_PASTES[name])) == "system/fabric-manager"
+    assert class_ids(diagnose_text(tmp_path, FABRIC_PASTES[name]))[0] == "system/fabric-manager"
 
 
 P2P_PASTES = {
@@ -167,7 +151,7 @@ P2P_PASTES = {
 
 @pytest.mark.parametrize("name", sorted(P2P_PASTES))
 def test_p2p_pastes(tmp_path: Path, name: str) -> None:
-    assert _top(_diagnose(tmp_path, P2P_PASTES[name])) == "p2p/pcie-acs"
+    assert class_ids(diagnose_text(tmp_path, P2P_PASTES[name]))[0] == "p2p/pcie-acs"
 
 
 def test_healthy_topo_p2p_matrix_is_not_evidence(tmp_path: Path) -> None:
@@ -180,12 +164,12 @@ def test_healthy_topo_p2p_matrix_is_not_evidence(tmp_path: Path) -> None:
         "  TNS  = Topology not supported\n"
         "  NS   = Not supported\n"
     )
-    assert "p2p/pcie-acs" not in _classes(_diagnose(tmp_path, text))
+    assert "p2p/pcie-acs" not in class_ids(diagnose_text(tmp_path, text))
 
 
 def test_completed_fabric_is_not_evidence(tmp_path: Path) -> None:
     text = "    Fabric\n        State                             : Completed\n        Status  : Success\n"
-    assert "system/fabric-manager" not in _classes(_diagnose(tmp_path, text))
+    assert "system/fabric-manager" not in class_ids(diagnose_text(tmp_path, text))
 
 
 def test_acs_disabled_everywhere_is_not_evidence(tmp_path: Path) -> None:
@@ -193,7 +177,7 @@ def test_acs_disabled_everywhere_is_not_evidence(tmp_path: Path) -> None:
         "\t\tACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n"
         "\t\tACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n"
     )
-    assert "p2p/pcie-acs" not in _classes(_diagnose(tmp_path, text))
+    assert "p2p/pcie-acs" not in class_ids(diagnose_text(tmp_path, text))
 
 
 VERSION_PASTES = {
@@ -211,7 +195,7 @@ VERSION_PASTES = {
 
 @pytest.mark.parametrize("name", sorted(VERSION_PASTES))
 def test_version_mismatch_pastes(tmp_path: Path, name: str) -> None:
-    assert _top(_diagnose(tmp_path, VERSION_PASTES[name])) == "config/version-mismatch"
+    assert class_ids(diagnose_text(tmp_path, VERSION_PASTES[name]))[0] == "config/version-mismatch"
 
 
 def test_garbled_bootstrap_address_keeps_version_mismatch_in_the_running(tmp_path: Path) -> None:
@@ -220,7 +204,7 @@ def test_garbled_bootstrap_address_keeps_version_mismatch_in_the_running(tmp_pat
         "node-a:3301:3377 [0] misc/socket.cc:484 NCCL WARN ncclSocketInit: connecting to address  "
         "with family 0 is neither AF_INET(2) nor AF_INET6(10)\n"
     )
-    classes = _classes(_diagnose(tmp_path, text))
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "network/interface-selection"
     assert "config/version-mismatch" in classes[:3]
 
@@ -233,10 +217,10 @@ def test_peer_access_error_in_shm_transport_is_the_cumem_host_feature(tmp_path: 
         "'peer access is not supported between these two devices'\n"
     )
     p2p = shm.replace("transport/shm.cc:596", "transport/p2p.cc:271")
-    shm_classes = _classes(_diagnose(tmp_path, shm))
+    shm_classes = class_ids(diagnose_text(tmp_path, shm))
     assert shm_classes[0] == "nccl/nvls-or-algorithm"
     assert "p2p/pcie-acs" in shm_classes[:3]
-    assert _top(_diagnose(tmp_path, p2p)) == "p2p/pcie-acs"
+    assert class_ids(diagnose_text(tmp_path, p2p))[0] == "p2p/pcie-acs"
 
 
 def test_nvls_bind_failure_hint_text_is_not_a_fabric_manager_report(tmp_path: Path) -> None:
@@ -248,6 +232,6 @@ def test_nvls_bind_failure_hint_text_is_not_a_fabric_manager_report(tmp_path: Pa
         "This is usually caused by a system or configuration error in the Fabric Manager or NVSwitches. "
         "Disable NVLS (NCCL_NVLS_ENABLE=0) if you wish to avoid this error in the future.\n"
     )
-    classes = _classes(_diagnose(tmp_path, text))
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "nccl/nvls-or-algorithm"
     assert "system/fabric-manager" in classes[:3]

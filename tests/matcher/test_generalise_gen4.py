@@ -7,19 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matcher.model import Diagnosis
-from matcher.pipeline import diagnose
-
-
-def _run(tmp_path: Path, text: str, name: str = "job.log") -> Diagnosis:
-    path = tmp_path / name
-    path.write_text(text.lstrip("\n"), encoding="utf-8")
-    return diagnose([str(path)]).diagnosis
-
-
-def _classes(d: Diagnosis) -> list[str]:
-    return [c.class_id for c in d.diagnoses]
-
+from tests.matcher.excerpts import class_ids, diagnose_text
 
 # --- 1. hang inside NVLS setup ----------------------------------------------------------------------------
 
@@ -34,10 +22,10 @@ sxm-node-2:3301:3370 [1] NCCL INFO NVLS Bind mem 0xb20000000 UC handle 0x7f55e80
 
 
 def test_a_log_that_stops_in_nvls_setup_points_at_nvls_first(tmp_path: Path) -> None:
-    d = _run(tmp_path, _NVLS_TAIL)
+    d = diagnose_text(tmp_path, _NVLS_TAIL)
     assert d.primary.class_id == "nccl/nvls-or-algorithm"
     assert 0.25 <= d.primary.confidence <= 0.6
-    assert _classes(d)[1] == "unknown"
+    assert class_ids(d)[1] == "unknown"
     assert any("NVLS Bind mem" in e.text for e in d.primary.evidence)
     assert d.culprit is None
 
@@ -46,9 +34,9 @@ def test_nvls_setup_that_completed_before_the_hang_is_only_a_runner_up(tmp_path:
     text = _NVLS_TAIL + (
         "sxm-node-2:3301:3370 [1] NCCL INFO comm 0x61f3a0 rank 1 nranks 4 cudaDev 1 - Init COMPLETE\n"
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "unknown"
-    assert "nccl/nvls-or-algorithm" in _classes(d)[:3]
+    assert "nccl/nvls-or-algorithm" in class_ids(d)[:3]
 
 
 # --- 2. consumer GPUs on one host hanging after P2P setup ------------------------------------------------
@@ -63,8 +51,8 @@ rig-7:51020:51044 [0] NCCL INFO Channel 00/0 : 0[1000] -> 1[21000] via P2P/IPC
 rig-7:51020:51045 [1] NCCL INFO Channel 00/0 : 1[21000] -> 0[1000] via P2P/IPC
 rig-7:51020:51044 [0] NCCL INFO Connected all rings
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["p2p/pcie-acs", "unknown"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["p2p/pcie-acs", "unknown"]
     assert 0.3 <= d.primary.confidence <= 0.6
 
 
@@ -74,8 +62,8 @@ def test_one_host_of_datacenter_gpus_hanging_after_p2p_setup_keeps_unknown_first
 rig-7:51020:51020 [0] NCCL INFO Bootstrap : Using eno2:192.168.0.77<0>
 rig-7:51020:51044 [0] NCCL INFO Channel 00/0 : 0[1000] -> 1[21000] via P2P/IPC
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["unknown", "p2p/pcie-acs"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["unknown", "p2p/pcie-acs"]
 
 
 # --- 5. docker's default bridge address across hosts -----------------------------------------------------
@@ -88,8 +76,8 @@ ctr-a:41:41 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.0.3<0>
 ctr-a:41:90 [0] NCCL INFO comm 0x7a1 rank 0 nranks 16 cudaDev 0 busId 18000 - Init START
 ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["network/interface-selection", "unknown"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["network/interface-selection", "unknown"]
     assert any("172.17.0.3" in e.text for e in d.primary.evidence)
 
 
@@ -99,8 +87,8 @@ ctr-a:41:41 [0] NCCL INFO Bootstrap : Using eth0:10.17.0.3<0>
 ctr-a:41:90 [0] NCCL INFO comm 0x7a1 rank 0 nranks 16 cudaDev 0 busId 18000 - Init START
 ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["unknown", "network/interface-selection"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["unknown", "network/interface-selection"]
 
 
 def test_a_docker_bridge_address_on_a_single_host_is_no_interface_clue(tmp_path: Path) -> None:
@@ -108,9 +96,9 @@ def test_a_docker_bridge_address_on_a_single_host_is_no_interface_clue(tmp_path:
 ctr-a:41:41 [0] NCCL INFO Bootstrap : Using eth0:172.17.0.3<0>
 ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 0[18000] -> 1[19000] via P2P/IPC
 """
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "unknown"
-    assert "network/interface-selection" not in _classes(d)[:2]
+    assert "network/interface-selection" not in class_ids(d)[:2]
 
 
 # --- 3. ncclSystemError on one host ---------------------------------------------------------------------
@@ -123,8 +111,8 @@ def test_a_system_error_in_a_one_host_nccl_tests_run_points_at_dev_shm(tmp_path:
 #  Rank  1 Group  0 Pid   4410 on  9f8e7d6c5b4a device  1 [0x3b] NVIDIA L40S
 9f8e7d6c5b4a: Test NCCL failure common.cu:1008 'unhandled system error (run with NCCL_DEBUG=INFO) '
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["shm/dev-shm", "network/interface-selection"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["shm/dev-shm", "network/interface-selection"]
 
 
 def test_a_system_error_after_shm_channels_on_one_host_points_at_dev_shm(tmp_path: Path) -> None:
@@ -134,8 +122,8 @@ pod-x:900:950 [0] NCCL INFO Channel 00 : 0[18000] -> 1[3b000] via SHM/direct/dir
 pod-x:901:951 [1] NCCL INFO Channel 00 : 1[3b000] -> 0[18000] via SHM/direct/direct
 [rank0]: DistBackendError: NCCL error in: x.hpp:275, unhandled system error, NCCL version 2.20.5
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["shm/dev-shm", "network/interface-selection"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["shm/dev-shm", "network/interface-selection"]
 
 
 def test_a_system_error_on_consumer_gpus_still_prefers_the_errors_own_suspects(tmp_path: Path) -> None:
@@ -144,9 +132,9 @@ def test_a_system_error_on_consumer_gpus_still_prefers_the_errors_own_suspects(t
 #  Rank  1 Pid  7001 on  deskside device  1 [0x02] NVIDIA GeForce RTX 4080
 deskside: Test NCCL failure common.cu:777 'unhandled system error'
 """
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "shm/dev-shm"
-    assert "p2p/pcie-acs" in _classes(d)
+    assert "p2p/pcie-acs" in class_ids(d)
 
 
 def test_a_system_error_across_hosts_keeps_the_socket_reading_first(tmp_path: Path) -> None:
@@ -156,14 +144,14 @@ node-a:900:950 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0
 node-b:311:360 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via NET/Socket/0
 [rank0]: DistBackendError: NCCL error in: x.hpp:275, unhandled system error, NCCL version 2.20.5
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["network/interface-selection", "shm/dev-shm"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["network/interface-selection", "shm/dev-shm"]
 
 
 def test_a_bare_system_error_without_hosts_keeps_the_socket_reading_first(tmp_path: Path) -> None:
     text = "RuntimeError: NCCL error in: pg.cpp:1269, unhandled system error, NCCL version 2.14.3\n"
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["network/interface-selection", "shm/dev-shm"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["network/interface-selection", "shm/dev-shm"]
 
 
 # --- 4. RoCE retry timeout right after init ---------------------------------------------------------------
@@ -178,8 +166,8 @@ gpu-e1:6120:6199 [2] NCCL INFO transport/net.cc:1141 -> 6
 
 
 def test_a_retry_timeout_at_start_on_roce_without_a_gid_index_points_at_the_gid(tmp_path: Path) -> None:
-    d = _run(tmp_path, _ROCE)
-    assert _classes(d)[:2] == ["network/roce-gid", "network/ib-rdma"]
+    d = diagnose_text(tmp_path, _ROCE)
+    assert class_ids(d)[:2] == ["network/roce-gid", "network/ib-rdma"]
 
 
 def test_gid_indexes_that_differ_across_hosts_point_at_the_gid(tmp_path: Path) -> None:
@@ -187,18 +175,18 @@ def test_gid_indexes_that_differ_across_hosts_point_at_the_gid(tmp_path: Path) -
         "gpu-e1:6120:6120 [2] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n"
         "gpu-e2:7001:7001 [2] NCCL INFO NCCL_IB_GID_INDEX set by environment to 1.\n" + _ROCE.lstrip("\n")
     )
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "network/roce-gid"
 
 
 def test_a_gid_index_set_on_every_host_leaves_the_ib_transport_first(tmp_path: Path) -> None:
     text = "gpu-e1:6120:6120 [2] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n" + _ROCE.lstrip("\n")
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "network/ib-rdma"
 
 
 def test_the_same_retry_timeout_on_infiniband_leaves_the_ib_transport_first(tmp_path: Path) -> None:
-    d = _run(tmp_path, _ROCE.replace("/RoCE", "/IB"))
+    d = diagnose_text(tmp_path, _ROCE.replace("/RoCE", "/IB"))
     assert d.primary.class_id == "network/ib-rdma"
 
 
@@ -215,8 +203,8 @@ def _watchdog(rank: int, seq: int, op: str, numel: int, timeout_ms: int) -> str:
 
 
 def test_a_lone_mid_run_timeout_keeps_unknown_first_and_ranks_the_usual_causes(tmp_path: Path) -> None:
-    d = _run(tmp_path, _watchdog(2, 31877, "ALLREDUCE", 2097152, 1800000))
-    assert _classes(d)[:4] == [
+    d = diagnose_text(tmp_path, _watchdog(2, 31877, "ALLREDUCE", 2097152, 1800000))
+    assert class_ids(d)[:4] == [
         "unknown",
         "timeout/asymmetric-collectives",
         "timeout/rank0-only-work",
@@ -225,15 +213,15 @@ def test_a_lone_mid_run_timeout_keeps_unknown_first_and_ranks_the_usual_causes(t
 
 
 def test_a_lone_timeout_reported_by_rank0_itself_does_not_suspect_rank0_work(tmp_path: Path) -> None:
-    d = _run(tmp_path, _watchdog(0, 31877, "ALLREDUCE", 2097152, 1800000))
-    classes = _classes(d)
+    d = diagnose_text(tmp_path, _watchdog(0, 31877, "ALLREDUCE", 2097152, 1800000))
+    classes = class_ids(d)
     assert classes[:2] == ["unknown", "timeout/asymmetric-collectives"]
     assert classes.index("timeout/straggler-input") < classes.index("timeout/rank0-only-work")
 
 
 def test_a_lone_short_timeout_does_not_suspect_rank0_work_first(tmp_path: Path) -> None:
-    d = _run(tmp_path, _watchdog(3, 9120, "ALLGATHER", 4096, 120000))
-    classes = _classes(d)
+    d = diagnose_text(tmp_path, _watchdog(3, 9120, "ALLGATHER", 4096, 120000))
+    classes = class_ids(d)
     assert classes[0] == "unknown"
     assert classes.index("timeout/straggler-input") < classes.index("timeout/rank0-only-work")
 
@@ -247,8 +235,8 @@ gpubox-12:3110:3110 [0] NCCL INFO Bootstrap: Using enp3s0:10.9.8.12<0>
 gpubox-12:3110:3110 [0] NCCL INFO NCCL version 2.23.4+cuda12.6
 gpubox-12:3110:3170 [1] NCCL INFO ncclCommInitAll comm 0x55e1 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 42000
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["p2p/pcie-acs", "unknown"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["p2p/pcie-acs", "unknown"]
 
 
 def test_a_pod_network_address_elsewhere_in_172_17_is_not_the_docker_bridge(tmp_path: Path) -> None:
@@ -257,8 +245,8 @@ ctr-a:41:41 [0] NCCL INFO Bootstrap : Using eth0:172.17.96.14<0>
 ctr-a:41:90 [0] NCCL INFO comm 0x7a1 rank 0 nranks 16 cudaDev 0 busId 18000 - Init START
 ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
 """
-    d = _run(tmp_path, text)
-    assert _classes(d)[:2] == ["unknown", "network/interface-selection"]
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["unknown", "network/interface-selection"]
 
 
 def test_one_process_stuck_in_nvls_setup_leads_even_when_others_completed_init(tmp_path: Path) -> None:
@@ -269,5 +257,5 @@ sxm-node-2:3301:3370 [1] NCCL INFO NVLS Bind mem 0xb20000000 UC handle 0x7f55e80
 sxm-node-2:3302:3371 [2] NCCL INFO NVLS Bind mem 0xb40000000 UC handle 0x7f55e80b1c30 MC handle 0x7f55e80b0a10
 sxm-node-2:3302:3371 [2] NCCL INFO comm 0x61f3b0 rank 2 nranks 4 cudaDev 2 - Init COMPLETE
 """
-    d = _run(tmp_path, text)
+    d = diagnose_text(tmp_path, text)
     assert d.primary.class_id == "nccl/nvls-or-algorithm"
