@@ -32,9 +32,10 @@ def _culprit_hosts(diagnosis: Diagnosis) -> tuple[str, ...]:
 def test_redacted_peer_address_is_never_named_as_culprit(tmp_path: Path) -> None:
     # Users mask addresses before pasting; the masked token is not a machine.
     text = (
-        "torch.distributed.DistBackendError: NCCL error in: /opt/torch/csrc/distributed/c10d/NCCLUtils.hpp:271, "
-        "remote process exited or there was a network error, NCCL version 2.21.5\n"
-        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+        "torch.distributed.DistBackendError: NCCL error in: /opt/torch/csrc/distributed/c10d/"
+        "NCCLUtils.hpp:271, remote process exited or there was a network error, NCCL version 2.21.5\n"
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+        "exiting prematurely.\n"
         "Last error:\n"
         "socketProgressOpt: Call to recv from 10.8....<40112> failed : Connection reset by peer\n"
     )
@@ -56,7 +57,8 @@ def test_masked_peer_with_x_placeholders_names_no_host(tmp_path: Path) -> None:
 
 def test_real_peer_address_is_still_the_culprit(tmp_path: Path) -> None:
     text = (
-        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+        "exiting prematurely.\n"
         "socketProgressOpt: Call to recv from 10.8.14.3<40112> failed : Connection reset by peer\n"
     )
     assert _culprit_hosts(_diagnose(tmp_path, text)) == ("10.8.14.3",)
@@ -94,8 +96,9 @@ def test_plain_watchdog_timeouts_claim_no_cause(tmp_path: Path) -> None:
         f"[rank{r}]:[E0612 11:02:4{r}.0000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
         "operation timeout: WorkNCCL(SeqNum=4411, OpType=ALLREDUCE, NumelIn=2359296, NumelOut=2359296, "
         "Timeout(ms)=600000) ran for 600047 milliseconds before timing out.\n"
-        f"[rank{r}]:[E0612 11:02:4{r}.0001 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
-        "failure detected by watchdog at work sequence id: 4411 PG status: last enqueued work: 4413, "
+        f"[rank{r}]:[E0612 11:02:4{r}.0001 ProcessGroupNCCL.cpp:2168] "
+        f"[PG ID 0 PG GUID 0(default_pg) Rank {r}] failure detected by watchdog at work sequence id: "
+        "4411 PG status: last enqueued work: 4413, "
         "last completed work: 4410\n"
         for r in range(4)
     )
