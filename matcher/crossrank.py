@@ -21,6 +21,11 @@ from matcher.rankmap import RankMap, as_int
 TableKind = Literal["mismatch", "behind", "absent", "all-stuck", "none"]
 TIMEOUT_SYMPTOM = "collective-timeout"
 _DEFAULT_PG_NAMES = {None, "", "0", "default_pg"}
+# Ranks of one process group cannot drift far apart: each collective waits for all of them, and at most a
+# step's worth of asynchronous work (DDP buckets, FSDP shards) runs ahead. Watchdog lines without a PG
+# name (torch < 2.3) whose SeqNums lie further apart than this come from different groups, and `[Rank N]`
+# is then a rank inside each of them: comparing them would blame a rank for nothing.
+MAX_SEQ_SPREAD_IN_ONE_GROUP = 256
 
 
 @dataclass(slots=True)
@@ -110,11 +115,25 @@ def _timeout_ms(rows: dict[int, _Row]) -> int | None:
     return Counter(known).most_common(1)[0][0] if known else None
 
 
+def _unnamed_groups_mixed(rows: dict[int, _Row], waited: Counter[int]) -> bool:
+    named = any(o.fields.get("pg") is not None for row in rows.values() for o in row.observations)
+    return not named and max(waited) - min(waited) > MAX_SEQ_SPREAD_IN_ONE_GROUP
+
+
 def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict:
     reporters = tuple(sorted(r for r, row in rows.items() if row.reported_timeout))
     waited = Counter(seq for row in rows.values() for seq in row.waiting_in)
     timeout = _timeout_ms(rows)
     evidence = tuple(o for r in sorted(rows) for o in rows[r].observations[:1])
+    if waited and _unnamed_groups_mixed(rows, waited):
+        return TableVerdict(
+            "none",
+            pg=pg,
+            timeout_ms=timeout,
+            reporters=reporters,
+            detail=f"SeqNums {min(waited)}..{max(waited)} without a process group name: several groups",
+            evidence=evidence,
+        )
     if not waited:
         op, numel = _any_op(rows)
         return TableVerdict(
