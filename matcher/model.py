@@ -209,6 +209,9 @@ class SourceSummary:
     first_time: float | None = None
     last_time: float | None = None
     ranks_seen: tuple[int, ...] = ()  # ranks attributed to lines of this file (interleaved files hold many)
+    # Hash of the file's size and its first and last bytes: identifies the input (idempotent storing)
+    # without a second pass over gigabytes, and without depending on what the signatures matched.
+    content_digest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,11 +46,12 @@ def diagnose(
     limits = limits or ReadLimits()
     started = time.perf_counter()
     dumps: list[FRDump] = []
+    dump_digests: list[tuple[str, str]] = []
 
     def text_sources() -> Iterator[Source]:
         for source in iter_sources(paths, limits, stdin=stdin):
             if source.kind == "flight-recorder":
-                dump = _load_flight_recorder(source)
+                dump = _load_flight_recorder(source, dump_digests)
                 if dump is not None:
                     dumps.append(dump)
             else:
@@ -62,16 +63,17 @@ def diagnose(
     diagnosis = redact_diagnosis(analyze(scanned, finding))
     stats = replace(diagnosis.stats, seconds=time.perf_counter() - started)
     diagnosis = replace(diagnosis, stats=stats)
-    return PipelineResult(diagnosis=diagnosis, input_digest=input_digest(scanned))
+    return PipelineResult(diagnosis=diagnosis, input_digest=input_digest(scanned, dump_digests))
 
 
-def _load_flight_recorder(source: Source) -> FRDump | None:
+def _load_flight_recorder(source: Source, digests: list[tuple[str, str]]) -> FRDump | None:
     """A crashed rank often leaves an empty or cut dump: that one is skipped with a warning, the others
     still count. A dump that tries to run code (UnsafeDumpError) fails the whole diagnosis."""
     with source.opener() as stream:
         data = stream.read(MAX_FLIGHT_RECORDER_BYTES + 1)
     if len(data) > MAX_FLIGHT_RECORDER_BYTES:
         raise InputError(f"{source.name}: Flight Recorder dump larger than {MAX_FLIGHT_RECORDER_BYTES} bytes")
+    digests.append((source.name, hashlib.sha256(data).hexdigest()))
     try:
         return load_dump(data, source.name, rank=source.rank)
     except DumpFormatError as error:
@@ -79,15 +81,14 @@ def _load_flight_recorder(source: Source) -> FRDump | None:
         return None
 
 
-def input_digest(scanned: ScanResult) -> str:
+def input_digest(scanned: ScanResult, dumps: Sequence[tuple[str, str]] = ()) -> str:
     """A stable identity of the input for idempotent storing, without a second pass over the bytes:
-    the sources (names, sizes, line counts) and every observed line. Re-running the same logs gives
-    the same digest; a different incident cannot share all of these."""
+    each source's name, size, line count and content digest (its first and last bytes), and each Flight
+    Recorder dump's name and hash. It does not depend on the signatures, so re-running the same logs with
+    a newer catalog is still the same occurrence."""
     canonical = {
-        "sources": [[s.name, s.bytes, s.lines] for s in scanned.sources],
-        "observations": [
-            [o.signature, o.line.source, o.line.lineno, o.line.text] for o in scanned.observations
-        ],
+        "sources": [[s.name, s.bytes, s.lines, s.content_digest] for s in scanned.sources],
+        "flight_recorder": sorted(dumps),
     }
     blob = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()

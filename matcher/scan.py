@@ -15,6 +15,7 @@ observations, not millions). Flight Recorder sources are skipped: the pipeline r
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -42,6 +43,8 @@ MAX_MATCHES_PER_LINE = 32
 # candidate lines in one source, the rest are skipped before the costly prefix parse. Root and cascade
 # signatures are never skipped, and heads that differ per line (timestamps) never reach the limit.
 CONTEXT_LINES_PER_HEAD = 256
+# Bytes at each end of a source that its content digest covers (see SourceSummary.content_digest).
+DIGEST_EDGE_BYTES = 64 * 1024
 
 # Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process
 # that loads catalogs repeatedly does not keep them all.
@@ -132,9 +135,12 @@ class _SourceScan:
     last: read.Block | None = None
     budget: TimeoutBudget = field(default_factory=TimeoutBudget)
     offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
+    head: bytes | None = None
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
+        if self.head is None:
+            self.head = bytes(data[:DIGEST_EDGE_BYTES])
         self.size += len(data)
         self._finish_pending(data, block.first_lineno)
         # Newlines are counted only up to each candidate line, continuing from the previous one.
@@ -199,8 +205,11 @@ class _SourceScan:
                 self._try(self.catalog.signatures[index], record, [])
 
     def close(self) -> SourceSummary:
+        digest = hashlib.blake2b(str(self.size).encode(), digest_size=16)
+        digest.update(self.head or b"")
         if self.last is not None:
             data = self.last.data
+            digest.update(data[-DIGEST_EDGE_BYTES:])
             self.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
             self.last = None
         for pending in self.pending:
@@ -215,6 +224,7 @@ class _SourceScan:
             first_time=self.first_time,
             last_time=self.last_time,
             ranks_seen=tuple(sorted(self.ranks)),
+            content_digest=digest.hexdigest(),
         )
 
     def _finish_pending(self, data: bytes, first_lineno: int) -> None:
