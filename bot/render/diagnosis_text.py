@@ -89,7 +89,9 @@ def render_diagnosis(
     if recurrence:
         console.print(Text.assemble(("Recurrence: ", "bold"), _clean(recurrence)))
 
-    evidence = diagnosis.primary.evidence[:EVIDENCE_SHOWN]
+    # Two signatures can quote the same line; a person needs to read it once.
+    unique = {(e.source, e.line): e for e in reversed(diagnosis.primary.evidence)}
+    evidence = sorted(unique.values(), key=diagnosis.primary.evidence.index)[:EVIDENCE_SHOWN]
     if evidence:
         console.print(Text("\nEvidence", style="bold"))
         for item in evidence:
