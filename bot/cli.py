@@ -31,11 +31,21 @@ class UsageError(Exception):
     """Wrong arguments detected after parsing (exit status 2, one line)."""
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ncclbot")
+    except PackageNotFoundError:  # running from a checkout that was not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ncclbot",
         description="Diagnose failed distributed PyTorch / NCCL training jobs from their logs.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         module = importlib.import_module(name)

@@ -144,3 +144,9 @@ def test_unreachable_database_still_prints_the_diagnosis(tmp_path: Path) -> None
     assert result.returncode == 0, err
     assert "cuda/oom" in result.stdout.decode()
     assert err.count("\n") == 1 and "diagnosis not stored" in err
+
+
+def test_version_flag() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.decode().startswith("ncclbot ")
