@@ -78,9 +78,8 @@ def render_diagnosis(
     recurrence: str | None = None,
 ) -> None:
     stats = diagnosis.stats
-    summary = (
-        f"Read {stats.bytes:,} bytes, {stats.lines:,} lines, {stats.ranks} rank(s) in {stats.seconds:.2f} s"
-    )
+    ranks = f"{stats.ranks} rank(s)" if stats.ranks else "ranks not identified"
+    summary = f"Read {stats.bytes:,} bytes, {stats.lines:,} lines, {ranks} in {stats.seconds:.2f} s"
     console.print(Text(summary, style="dim"))
     console.print(headline(diagnosis))
     console.print(culprit_text(diagnosis))
