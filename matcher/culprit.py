@@ -187,7 +187,13 @@ def _rank0_implicated(
         return True
     if any(rm.rank(o) in (0, None) for o in root_obs):
         return True
-    return table.culprits == (0,) or (bool(table.reporters) and 0 not in table.reporters)
+    if table.culprits == (0,):
+        return True
+    if not table.reporters or 0 in table.reporters:
+        return False
+    # Several peers timing out without rank 0 say they waited for it. One rank's line does only in a
+    # broadcast, whose source is usually rank 0; an allreduce or barrier waits for any rank alike.
+    return len(table.reporters) >= 2 or (table.optype or "").upper() == "BROADCAST"
 
 
 def _from_root_lines(

@@ -37,6 +37,9 @@ ABORTED = "sigabrt"
 KILLED_CLUE_FACTOR = 0.4
 HOST_OOM = "system/host-oom"
 KILLED_MASS = 0.5
+# A progress bar that had run for most of the timeout that fired: the solo work the others waited for.
+BAR_SHARE_OF_TIMEOUT = 0.9
+BAR_MASS = 0.9
 
 
 @dataclass(slots=True)
@@ -61,6 +64,32 @@ def _barrier_like(table: TableVerdict) -> bool:
     if op == "ALLREDUCE" and table.numel_in is not None and table.numel_in <= 1:
         return True
     return table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
+
+
+def _bar_seconds(text: str) -> int | None:
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return seconds
+
+
+def _long_bar(observations: list[Observation], timeout_ms: int | None, ranks: RankMap) -> Observation | None:
+    """A progress bar on rank 0 (or on no named rank) whose elapsed time nearly reaches the timeout."""
+    if timeout_ms is None:
+        return None
+    best: tuple[int, Observation] | None = None
+    for obs in observations:
+        seconds = _bar_seconds(str(obs.fields.get("bar_elapsed", "")))
+        if seconds is None or ranks.rank(obs) not in (0, None):
+            continue
+        if best is None or seconds > best[0]:
+            best = (seconds, obs)
+    if best is None or best[0] * 1000 < BAR_SHARE_OF_TIMEOUT * timeout_ms:
+        return None
+    return best[1]
 
 
 def _first_kills(cascades: list[Observation]) -> list[Observation]:
@@ -133,6 +162,10 @@ def infer(
     rank0_awaited = table.culprits == (0,) or (fr is not None and fr.culprit_ranks == (0,))
     if RANK0 not in clues and not kills and sync_point and rank0_awaited and (table.seqnum is None or early):
         inf.add(RANK0, 1.0, list(table.evidence))
+    # Work that ran as long as the others waited, when nothing else says what the lagging side was doing.
+    long_bar = None if clues or kills else _long_bar(observations, table.timeout_ms, ranks)
+    if long_bar is not None:
+        inf.add(RANK0, BAR_MASS, [long_bar])
 
     if table.kind == "mismatch":
         inf.add(ASYMMETRIC, 1.5, list(table.evidence))

@@ -1,0 +1,112 @@
+"""Last round of general rules: what a progress bar's elapsed time says, who a lone timeout line implicates,
+and what one nccl-tests process on one machine rules out.
+
+Every excerpt is written for the test (hosts, pids, sizes and times are invented) in the shape users paste.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matcher.model import Diagnosis
+from tests.matcher.excerpts import class_ids, diagnose_text
+
+RANK0 = "timeout/rank0-only-work"
+
+
+def _culprit_ranks(diagnosis: Diagnosis) -> tuple[int, ...] | None:
+    return tuple(diagnosis.culprit.ranks) if diagnosis.culprit else None
+
+
+def _watchdog(rank: int, seq: int, op: str, numel: int, timeout_ms: int) -> str:
+    return (
+        f"[rank{rank}]:[E ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught collective operation "
+        "timeout: "
+        f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, Timeout(ms)={timeout_ms}) "
+        f"ran for {timeout_ms + 231} milliseconds before timing out.\n"
+    )
+
+
+def test_bar_that_ran_as_long_as_the_timeout_is_rank0_solo_work(tmp_path: Path) -> None:
+    # A plain bar (no "tokenizer" or "Evaluating" wording) that had run 58 of the 60 minutes the peers waited
+    # in a gradient allreduce mid-run: nothing else says what the missing side was doing.
+    text = " 71%|███████   | 1420/2000 [58:12<23:47,  2.46s/it]\n" + "".join(
+        _watchdog(r, 40213, "ALLREDUCE", 52_428_800, 3_600_000) for r in (5, 6)
+    )
+    diagnosis = diagnose_text(tmp_path, text)
+    assert class_ids(diagnosis)[0] == RANK0
+    assert _culprit_ranks(diagnosis) == (0,)
+
+
+def test_bar_in_hours_counts_too(tmp_path: Path) -> None:
+    text = "Epoch 2:  18%|█▊        | 90/500 [1:57:40<8:56:02, 78.5s/it]\n" + "".join(
+        _watchdog(r, 9917, "_REDUCE_SCATTER_BASE", 8_388_608, 7_200_000) for r in (1, 2, 3)
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == RANK0
+
+
+def test_bar_far_short_of_the_timeout_is_no_clue(tmp_path: Path) -> None:
+    text = " 9%|▉         | 450/5000 [03:02<30:41,  2.47it/s]\n" + "".join(
+        _watchdog(r, 6120, "ALLREDUCE", 31_457_280, 1_800_000) for r in (1, 2)
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] != RANK0
+
+
+def test_a_killed_worker_outranks_a_long_bar(tmp_path: Path) -> None:
+    text = (
+        " 94%|█████████▍| 940/1000 [28:51<01:50,  1.84s/it]\n"
+        + _watchdog(1, 88, "ALLREDUCE", 1, 1_800_000)
+        + _watchdog(2, 88, "ALLREDUCE", 1, 1_800_000)
+        + "E1129 05:12:44.000000 3391 torch/distributed/elastic/multiprocessing/api.py:882] failed "
+        "(exitcode: -9) local_rank: 0 (pid: 5120) of binary: /opt/venv/bin/python3\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "system/host-oom"
+
+
+def test_lone_timeout_on_a_scalar_allreduce_names_no_rank0(tmp_path: Path) -> None:
+    # One rank's line on a 1-element allreduce: any rank may be the missing one, rank 0 no more than others.
+    diagnosis = diagnose_text(tmp_path, _watchdog(5, 3, "ALLREDUCE", 1, 1_800_000))
+    assert _culprit_ranks(diagnosis) != (0,)
+
+
+def test_lone_timeout_on_a_broadcast_still_points_at_its_usual_source(tmp_path: Path) -> None:
+    diagnosis = diagnose_text(tmp_path, _watchdog(2, 11, "BROADCAST", 312, 1_800_000))
+    assert class_ids(diagnosis)[0] == RANK0
+    assert _culprit_ranks(diagnosis) == (0,)
+
+
+def test_several_peers_timing_out_without_rank0_still_implicate_it(tmp_path: Path) -> None:
+    text = "".join(_watchdog(r, 52011, "ALLREDUCE", 1, 1_800_000) for r in (1, 2, 3, 4, 5, 6, 7))
+    assert _culprit_ranks(diagnose_text(tmp_path, text)) == (0,)
+
+
+def _nccl_tests(rows: list[tuple[int, int, str]]) -> str:
+    header = (
+        "# nThread 1 nGpus 4 minBytes 8 maxBytes 268435456 step: 2(factor) warmup iters: 5 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n"
+    )
+    listing = "".join(
+        f"#  Rank {rank:2d} Group  0 Pid {pid:6d} on {host:>9s} device {rank % 4:2d} [0x{16 + rank:02x}] "
+        "NVIDIA L40S\n"
+        for rank, pid, host in rows
+    )
+    _, pid, host = rows[0]
+    failure = (
+        f"{host}: Test NCCL failure common.cu:1012 'unhandled system error'\n"
+        f" .. {host} pid {pid}: Test failure common.cu:899\n"
+    )
+    return header + listing + failure
+
+
+def test_one_nccl_tests_process_on_one_machine_points_at_shm(tmp_path: Path) -> None:
+    text = _nccl_tests([(r, 61877, "lab-srv3") for r in range(4)])
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "shm/dev-shm"
+
+
+def test_nccl_tests_across_machines_keeps_the_network_first(tmp_path: Path) -> None:
+    text = _nccl_tests(
+        [(0, 2211, "rack1-n01"), (1, 2211, "rack1-n01"), (2, 9034, "rack1-n02"), (3, 9034, "rack1-n02")]
+    )
+    classes = class_ids(diagnose_text(tmp_path, text))
+    assert classes[0] == "network/interface-selection"
+    assert "shm/dev-shm" in classes[:3]
