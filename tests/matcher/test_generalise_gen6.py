@@ -6,9 +6,12 @@ Every excerpt is written for the test (hosts, pids, sizes and times are invented
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from matcher.model import Diagnosis
+from matcher.prefixes import parse_line
+from matcher.read import Source
 from tests.matcher.excerpts import class_ids, diagnose_text
 
 RANK0 = "timeout/rank0-only-work"
@@ -50,6 +53,24 @@ def test_bar_far_short_of_the_timeout_is_no_clue(tmp_path: Path) -> None:
         _watchdog(r, 6120, "ALLREDUCE", 31_457_280, 1_800_000) for r in (1, 2)
     )
     assert class_ids(diagnose_text(tmp_path, text))[0] != RANK0
+
+
+def test_a_bar_keeps_the_rank_tag_it_was_printed_under() -> None:
+    source = Source("paste.log", opener=lambda: io.BytesIO(b""))
+    bar = "[rank5]:  40%|████      | 400/1000 [10:02<15:03,  1.51s/it]"
+    assert parse_line(bar.encode(), source, 1).rank == 5
+    glued = parse_line(f"{bar}RuntimeError: stop".encode(), source, 1)
+    assert (glued.rank, glued.text) == (5, "RuntimeError: stop")
+
+
+def test_long_bar_of_another_rank_does_not_name_rank0(tmp_path: Path) -> None:
+    # Rank 4 was the one busy: whatever the class, rank 0 is not the rank that kept the others waiting.
+    text = "[rank4]:  88%|████████▊ | 880/1000 [29:31<04:01,  2.01s/it]\n" + "".join(
+        _watchdog(r, 7301, "ALLREDUCE", 41_943_040, 1_800_000) for r in (1, 2)
+    )
+    diagnosis = diagnose_text(tmp_path, text)
+    assert _culprit_ranks(diagnosis) != (0,)
+    assert class_ids(diagnosis)[0] != RANK0
 
 
 def test_a_killed_worker_outranks_a_long_bar(tmp_path: Path) -> None:
