@@ -24,7 +24,12 @@ XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
 RENDEZVOUS = "rendezvous/store"
 # Peer values that name no machine: an unset MASTER_ADDR ("(null)") or the rank's own loopback.
-_NOT_A_HOST = re.compile(r"^(?:\(null\)|null|none|localhost|127\.[\d.]+|::1|0\.0\.0\.0)$", re.IGNORECASE)
+_NOT_A_HOST = re.compile(
+    r"^(?:\(null\)|null|none|localhost|127\.[\d.]+|::1|0\.0\.0\.0"
+    # Stand-ins users type for an address they masked before pasting ("IP1", "MASTER_ADDR", "x.x.x.x").
+    r"|ip\d*|ip_?addr(?:ess)?\d*|(?:master|head|node|host)_(?:addr|ip)\d*|x+(?:\.x+){0,3}|your_\w+)$",
+    re.IGNORECASE,
+)
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$|^[0-9a-fA-F:]+$")
 # Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
 _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}

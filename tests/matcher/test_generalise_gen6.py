@@ -131,3 +131,28 @@ def test_nccl_tests_across_machines_keeps_the_network_first(tmp_path: Path) -> N
     classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "network/interface-selection"
     assert "shm/dev-shm" in classes[:3]
+
+
+def _store_timeout(peer: str) -> str:
+    return (
+        f"[E socket.cpp:922] [c10d] The client socket has timed out after 60s while trying to connect to "
+        f"({peer}, 29611).\n"
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d "
+        "store has failed. See inner exception for details.\n"
+    )
+
+
+def _culprit_hosts(diagnosis: Diagnosis) -> tuple[str, ...]:
+    return tuple(diagnosis.culprit.hosts) if diagnosis.culprit else ()
+
+
+def test_masked_rendezvous_address_is_not_a_host(tmp_path: Path) -> None:
+    for placeholder in ("IP2", "ip_address", "MASTER_IP", "x.x.x.x", "your_master"):
+        diagnosis = diagnose_text(tmp_path, _store_timeout(placeholder))
+        assert class_ids(diagnosis)[0] == "rendezvous/store"
+        assert _culprit_hosts(diagnosis) == (), placeholder
+
+
+def test_real_rendezvous_host_is_still_named(tmp_path: Path) -> None:
+    for host in ("trainer-head-0", "10.40.2.17", "ipa-node3"):
+        assert _culprit_hosts(diagnose_text(tmp_path, _store_timeout(host))) == (host,)
