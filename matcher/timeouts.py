@@ -37,8 +37,9 @@ ABORTED = "sigabrt"
 KILLED_CLUE_FACTOR = 0.4
 HOST_OOM = "system/host-oom"
 KILLED_MASS = 0.5
-# A progress bar that had run for most of the timeout that fired: the solo work the others waited for.
-BAR_SHARE_OF_TIMEOUT = 0.9
+# A progress bar that had run about as long as the timeout that fired: the solo work the others waited for.
+# A bar far longer than the timeout is the job's own training loop, which ran fine before the hang.
+BAR_SHARE_OF_TIMEOUT = (0.9, 1.25)
 BAR_MASS = 0.9
 
 
@@ -77,7 +78,7 @@ def _bar_seconds(text: str) -> int | None:
 
 
 def _long_bar(observations: list[Observation], timeout_ms: int | None, ranks: RankMap) -> Observation | None:
-    """A progress bar on rank 0 (or on no named rank) whose elapsed time nearly reaches the timeout."""
+    """The longest progress bar on rank 0 (or on no named rank), when it ran about as long as the timeout."""
     if timeout_ms is None:
         return None
     best: tuple[int, Observation] | None = None
@@ -87,7 +88,8 @@ def _long_bar(observations: list[Observation], timeout_ms: int | None, ranks: Ra
             continue
         if best is None or seconds > best[0]:
             best = (seconds, obs)
-    if best is None or best[0] * 1000 < BAR_SHARE_OF_TIMEOUT * timeout_ms:
+    low, high = BAR_SHARE_OF_TIMEOUT
+    if best is None or not low * timeout_ms <= best[0] * 1000 <= high * timeout_ms:
         return None
     return best[1]
 

@@ -156,3 +156,11 @@ def test_masked_rendezvous_address_is_not_a_host(tmp_path: Path) -> None:
 def test_real_rendezvous_host_is_still_named(tmp_path: Path) -> None:
     for host in ("trainer-head-0", "10.40.2.17", "ipa-node3"):
         assert _culprit_hosts(diagnose_text(tmp_path, _store_timeout(host))) == (host,)
+
+
+def test_training_bar_far_longer_than_the_timeout_is_no_rank0_clue(tmp_path: Path) -> None:
+    # The epoch bar had run for hours before the hang: it is the training loop itself, not solo work.
+    text = "Epoch 0:  9%|▉         | 41020/450000 [5:51:02<58:20:11,  1.95it/s, loss=2.71]\n" + "".join(
+        _watchdog(r, 82044, "ALLREDUCE", 16_777_216, 1_800_000) for r in (2, 5)
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] != RANK0
