@@ -164,3 +164,22 @@ def test_training_bar_far_longer_than_the_timeout_is_no_rank0_clue(tmp_path: Pat
         _watchdog(r, 82044, "ALLREDUCE", 16_777_216, 1_800_000) for r in (2, 5)
     )
     assert class_ids(diagnose_text(tmp_path, text))[0] != RANK0
+
+
+def test_qp_rtr_timeout_keeps_the_gid_first_and_the_fabric_route_in_view(tmp_path: Path) -> None:
+    text = (
+        "[2026-05-02 11:40:09] gpu-r2-03:41007:41188 [2] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp "
+        "failed with 110 Connection timed out, on dev mlx5_2:1, curr state INIT, next state RTR, "
+        "local GID index 3, local GID ::ffff:10.20.2.3, remote GID ::ffff:10.20.7.14\n"
+    )
+    classes = class_ids(diagnose_text(tmp_path, text))
+    assert classes[0] == "network/roce-gid"
+    assert "network/ib-rdma" in classes[:3]
+
+
+def test_missing_gid_device_stays_a_gid_problem_only(tmp_path: Path) -> None:
+    text = (
+        "gpu-r2-03:41007:41188 [2] misc/ibvwrap.cc:291 NCCL WARN Call to ibv_modify_qp failed with 19 "
+        "No such device\n"
+    )
+    assert "network/ib-rdma" not in class_ids(diagnose_text(tmp_path, text))
