@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from matcher.crossrank import TableVerdict
+from matcher.crossrank import TableVerdict, lone_symmetric_report
 from matcher.model import Culprit, FRFinding, Observation
 from matcher.rankmap import RankMap, as_int
 from matcher.taxonomy import title
@@ -194,11 +194,7 @@ def _rank0_implicated(
         return True
     if table.culprits == (0,):
         return True
-    if not table.reporters or 0 in table.reporters:
-        return False
-    # Several peers timing out without rank 0 say they waited for it. One rank's line does only in a
-    # broadcast, whose source is usually rank 0; an allreduce or barrier waits for any rank alike.
-    return len(table.reporters) >= 2 or (table.optype or "").upper() == "BROADCAST"
+    return bool(table.reporters) and 0 not in table.reporters and not lone_symmetric_report(table)
 
 
 def _from_root_lines(

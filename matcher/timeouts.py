@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from matcher.crossrank import TableVerdict
+from matcher.crossrank import TableVerdict, lone_symmetric_report
 from matcher.model import FRFinding, Observation
 from matcher.rankmap import RankMap
 from matcher.scoring import chronological_key
@@ -160,7 +160,12 @@ def infer(
 
     # The main process missing from a long sync point (30-min barrier / broadcast / 1-element allreduce)
     # is the signature of rank-0 solo work even when its progress bar left no line behind.
-    sync_point = long_timeout and _barrier_like(table) and 0 not in table.reporters
+    sync_point = (
+        long_timeout
+        and _barrier_like(table)
+        and 0 not in table.reporters
+        and not lone_symmetric_report(table)
+    )
     rank0_awaited = table.culprits == (0,) or (fr is not None and fr.culprit_ranks == (0,))
     if RANK0 not in clues and not kills and sync_point and rank0_awaited and (table.seqnum is None or early):
         inf.add(RANK0, 1.0, list(table.evidence))

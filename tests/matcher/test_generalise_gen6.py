@@ -88,6 +88,9 @@ def test_lone_timeout_on_a_scalar_allreduce_names_no_rank0(tmp_path: Path) -> No
     # One rank's line on a 1-element allreduce: any rank may be the missing one, rank 0 no more than others.
     diagnosis = diagnose_text(tmp_path, _watchdog(5, 3, "ALLREDUCE", 1, 1_800_000))
     assert _culprit_ranks(diagnosis) != (0,)
+    classes = class_ids(diagnosis)
+    assert classes[0] == "unknown"
+    assert RANK0 in classes[:3]
 
 
 def test_lone_timeout_on_a_broadcast_still_points_at_its_usual_source(tmp_path: Path) -> None:
