@@ -52,6 +52,12 @@ class TableVerdict:
     evidence: tuple[Observation, ...] = ()
 
 
+def lone_symmetric_report(table: TableVerdict) -> bool:
+    """One rank's timeout on an allreduce or barrier: it waits for any rank alike, rank 0 no more than the
+    others. (A broadcast's source is usually rank 0, so one waiting rank does point there.)"""
+    return len(table.reporters) == 1 and (table.optype or "").upper() != "BROADCAST"
+
+
 def _pg_of(obs: Observation) -> str:
     pg = obs.fields.get("pg")
     return "0" if pg is None or str(pg) in _DEFAULT_PG_NAMES else str(pg)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from matcher.crossrank import TableVerdict
+from matcher.crossrank import TableVerdict, lone_symmetric_report
 from matcher.model import Culprit, FRFinding, Observation
 from matcher.rankmap import RankMap, as_int
 from matcher.taxonomy import title
@@ -24,7 +24,12 @@ XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
 RENDEZVOUS = "rendezvous/store"
 # Peer values that name no machine: an unset MASTER_ADDR ("(null)") or the rank's own loopback.
-_NOT_A_HOST = re.compile(r"^(?:\(null\)|null|none|localhost|127\.[\d.]+|::1|0\.0\.0\.0)$", re.IGNORECASE)
+_NOT_A_HOST = re.compile(
+    r"^(?:\(null\)|null|none|localhost|127\.[\d.]+|::1|0\.0\.0\.0"
+    # Stand-ins users type for an address they masked before pasting ("IP1", "MASTER_ADDR", "x.x.x.x").
+    r"|ip\d*|ip_?addr(?:ess)?\d*|(?:master|head|node|host)_(?:addr|ip)\d*|x+(?:\.x+){0,3}|your_\w+)$",
+    re.IGNORECASE,
+)
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$|^[0-9a-fA-F:]+$")
 # Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
 _NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
@@ -187,7 +192,9 @@ def _rank0_implicated(
         return True
     if any(rm.rank(o) in (0, None) for o in root_obs):
         return True
-    return table.culprits == (0,) or (bool(table.reporters) and 0 not in table.reporters)
+    if table.culprits == (0,):
+        return True
+    return bool(table.reporters) and 0 not in table.reporters and not lone_symmetric_report(table)
 
 
 def _from_root_lines(

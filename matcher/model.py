@@ -57,6 +57,7 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "task",  # Slurm task id
         "job_id",
         "bytes",
+        "bar_elapsed",  # elapsed time a tqdm-style progress bar shows ("29:41", "1:02:11")
     }
 )
 

@@ -62,6 +62,7 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?
 _PROGRESS_BAR = re.compile(
     r"^[^\n|]{0,200}?\d{1,3}%\|[^|\n]{0,400}\|\s*[^\s\[]{0,40}\s*\[[^\]\n]{0,300}\]\s*"
 )
+_BAR_OWNER = re.compile(r"^\s*\[(?:rank|default)\d{1,6}\]: ?")
 _SPLICE = re.compile(
     r"(?<![\]:\s])(?=\[(?:rank|default)\d{1,6}\]:)"
     r"|(?<=[^\w\s:\].-])(?=[A-Za-z][\w.-]{0,62}:\d{1,9}:\d{1,9} \[\d{1,3}\] NCCL )"
@@ -250,7 +251,10 @@ def _fragments(text: str) -> list[str]:
     for piece in pieces:
         for fragment in _SPLICE.split(piece) if len(piece) > 8 else (piece,):
             if "%|" in fragment:
-                fragment = _PROGRESS_BAR.sub("", fragment, count=1)
+                # The bar goes, the rank tag it was printed under stays: it says whose work the bar shows.
+                owner = _BAR_OWNER.match(fragment)
+                head = owner.group(0) if owner else ""
+                fragment = head + _PROGRESS_BAR.sub("", fragment[len(head) :], count=1)
             if fragment.strip():
                 fragments.append(fragment)
     return fragments

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from matcher.crossrank import TableVerdict
+from matcher.crossrank import TableVerdict, lone_symmetric_report
 from matcher.model import FRFinding, Observation
 from matcher.rankmap import RankMap
 from matcher.scoring import chronological_key
@@ -37,6 +37,10 @@ ABORTED = "sigabrt"
 KILLED_CLUE_FACTOR = 0.4
 HOST_OOM = "system/host-oom"
 KILLED_MASS = 0.5
+# A progress bar that had run about as long as the timeout that fired: the solo work the others waited for.
+# A bar far longer than the timeout is the job's own training loop, which ran fine before the hang.
+BAR_SHARE_OF_TIMEOUT = (0.9, 1.25)
+BAR_MASS = 0.9
 
 
 @dataclass(slots=True)
@@ -61,6 +65,33 @@ def _barrier_like(table: TableVerdict) -> bool:
     if op == "ALLREDUCE" and table.numel_in is not None and table.numel_in <= 1:
         return True
     return table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
+
+
+def _bar_seconds(text: str) -> int | None:
+    parts = text.split(":")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return seconds
+
+
+def _long_bar(observations: list[Observation], timeout_ms: int | None, ranks: RankMap) -> Observation | None:
+    """The longest progress bar on rank 0 (or on no named rank), when it ran about as long as the timeout."""
+    if timeout_ms is None:
+        return None
+    best: tuple[int, Observation] | None = None
+    for obs in observations:
+        seconds = _bar_seconds(str(obs.fields.get("bar_elapsed", "")))
+        if seconds is None or ranks.rank(obs) not in (0, None):
+            continue
+        if best is None or seconds > best[0]:
+            best = (seconds, obs)
+    low, high = BAR_SHARE_OF_TIMEOUT
+    if best is None or not low * timeout_ms <= best[0] * 1000 <= high * timeout_ms:
+        return None
+    return best[1]
 
 
 def _first_kills(cascades: list[Observation]) -> list[Observation]:
@@ -129,10 +160,19 @@ def infer(
 
     # The main process missing from a long sync point (30-min barrier / broadcast / 1-element allreduce)
     # is the signature of rank-0 solo work even when its progress bar left no line behind.
-    sync_point = long_timeout and _barrier_like(table) and 0 not in table.reporters
+    sync_point = (
+        long_timeout
+        and _barrier_like(table)
+        and 0 not in table.reporters
+        and not lone_symmetric_report(table)
+    )
     rank0_awaited = table.culprits == (0,) or (fr is not None and fr.culprit_ranks == (0,))
     if RANK0 not in clues and not kills and sync_point and rank0_awaited and (table.seqnum is None or early):
         inf.add(RANK0, 1.0, list(table.evidence))
+    # Work that ran as long as the others waited, when nothing else says what the lagging side was doing.
+    long_bar = None if clues or kills else _long_bar(observations, table.timeout_ms, ranks)
+    if long_bar is not None:
+        inf.add(RANK0, BAR_MASS, [long_bar])
 
     if table.kind == "mismatch":
         inf.add(ASYMMETRIC, 1.5, list(table.evidence))
