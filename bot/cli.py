@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "bot.commands.eval",
     "bot.commands.runbook",
     "bot.commands.store",
+    "bot.commands.report",
     "bot.commands.probe",
 )
 

@@ -21,7 +21,7 @@ from matcher.taxonomy import CLASSES
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _positive_days(text: str) -> int:
+def positive_days(text: str) -> int:
     try:
         days = int(text)
     except ValueError:
@@ -37,7 +37,7 @@ def _class_id(text: str) -> str:
     return text
 
 
-def _add_database_option(parser: argparse.ArgumentParser) -> None:
+def add_database_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database-url",
         metavar="URL",
@@ -148,19 +148,19 @@ def register(subparsers: Any) -> None:
     history = subparsers.add_parser("history", help="stored diagnoses and probe runs, newest first")
     history.add_argument("--node", metavar="HOST", help="only this culprit node (domain ignored)")
     history.add_argument("--class", dest="class_id", type=_class_id, metavar="CLASS", help="only this class")
-    history.add_argument("--days", type=_positive_days, default=30, help="how far back (default 30)")
+    history.add_argument("--days", type=positive_days, default=30, help="how far back (default 30)")
     history.add_argument("--json", action="store_true", help="print JSON")
-    _add_database_option(history)
+    add_database_option(history)
     history.set_defaults(handler=_history)
 
     incidents = subparsers.add_parser("incidents", help="incidents (grouped diagnoses), latest first")
     incidents.add_argument("--open", action="store_true", help="only open and snoozed incidents")
     incidents.add_argument("--json", action="store_true", help="print JSON")
-    _add_database_option(incidents)
+    add_database_option(incidents)
     incidents.set_defaults(handler=_incidents)
 
     db = subparsers.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     upgrade = db_commands.add_parser("upgrade", help="migrate the database to the newest schema")
-    _add_database_option(upgrade)
+    add_database_option(upgrade)
     upgrade.set_defaults(handler=_db_upgrade)
