@@ -76,6 +76,7 @@ def _record(diagnosis: Any, args: argparse.Namespace, digest: str) -> Any:
     from sqlalchemy.exc import SQLAlchemyError
 
     from bot.store import Store, StoreError
+    from bot.store.engine import database_error_reason
 
     try:
         with Store.open() as store:
@@ -83,8 +84,7 @@ def _record(diagnosis: Any, args: argparse.Namespace, digest: str) -> Any:
                 diagnosis, source="cli", job_id=args.job_id, cluster=args.cluster, input_digest=digest
             )
     except (StoreError, SQLAlchemyError) as error:
-        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-        print(f"ncclbot: warning: diagnosis not stored: {reason}", file=sys.stderr)
+        print(f"ncclbot: warning: diagnosis not stored: {database_error_reason(error)}", file=sys.stderr)
         return None
 
 

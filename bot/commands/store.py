@@ -53,14 +53,14 @@ def store_errors_as_usage_errors() -> Iterator[None]:
 
     from bot.cli import UsageError
     from bot.store import StoreError
+    from bot.store.engine import database_error_reason
 
     try:
         yield
     except StoreError as error:
         raise UsageError(str(error)) from error
     except OperationalError as error:
-        reason = str(error.orig).strip().splitlines()[0] if error.orig else "connection failed"
-        raise UsageError(f"cannot use the database: {reason}") from error
+        raise UsageError(f"cannot use the database: {database_error_reason(error)}") from error
 
 
 def _print_json(document: Any) -> None:

@@ -22,6 +22,14 @@ class StoreError(Exception):
     """The store cannot do what was asked (bad URL, unknown incident...); the message stands alone."""
 
 
+def database_error_reason(error: BaseException) -> str:
+    """One line saying why the database failed: the driver's own message (SQLAlchemy wraps it in
+    `orig` with a multi-line background note) or, failing that, the error itself."""
+    cause = getattr(error, "orig", None) or error
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__
+
+
 def create_store_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
