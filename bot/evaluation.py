@@ -49,13 +49,15 @@ class Report:
     def confusion(self) -> Counter[tuple[str, str]]:
         return Counter((c.label, c.predicted[0] if c.predicted else "-") for c in self.cases)
 
+    def culprit_counts(self) -> Counter[str]:
+        return Counter(c.culprit for c in self.cases)
+
     def to_json(self) -> dict[str, Any]:
-        culprits = Counter(c.culprit for c in self.cases)
         return {
             "cases": self.total,
             "top1": self.count(lambda c: c.top1),
             "top3": self.count(lambda c: c.top3),
-            "culprit": dict(culprits),
+            "culprit": dict(self.culprit_counts()),
             "confusion": [
                 {"label": label, "predicted": predicted, "count": n}
                 for (label, predicted), n in sorted(self.confusion().items())

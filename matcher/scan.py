@@ -177,6 +177,9 @@ class _SourceScan:
 
     def _worth_parsing(self, data: bytes, start: int, signatures: Iterable[int]) -> list[int]:
         """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD)."""
+        signatures = list(signatures)
+        if all(self.catalog.signatures[index].role != "context" for index in signatures):
+            return signatures  # root and cascade lines are always parsed: no head to find
         # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
         # of one process, while heads that start with a clock (syslog, glog) change every second.
         end = start

@@ -62,7 +62,7 @@ def print_report(console: Console, report: Report, *, verbose: bool = False) -> 
             table.add_row(label, predicted, str(n))
         console.print(table)
 
-    culprits = report.to_json()["culprit"]
+    culprits = report.culprit_counts()
     console.print(
         "culprit: "
         + ", ".join(f"{key} {culprits.get(key, 0)}" for key in ("agree", "wrong", "missed", "extra", "none"))
