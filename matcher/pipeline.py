@@ -17,13 +17,11 @@ from typing import BinaryIO
 from matcher.analyze import analyze
 from matcher.catalog import Catalog, load_catalog
 from matcher.flight_recorder import DumpFormatError, FRDump, analyze_dumps, load_dump
+from matcher.fr_load import MAX_DUMP_BYTES
 from matcher.model import Diagnosis, InputError, ScanResult
 from matcher.read import ReadLimits, Source, iter_sources
 from matcher.redact import redact_diagnosis
 from matcher.scan import scan
-
-# A Flight Recorder dump holds a bounded ring buffer (default 2,000 entries): far below this.
-MAX_FLIGHT_RECORDER_BYTES = 256 * 1024**2
 
 log = logging.getLogger("ncclbot.pipeline")
 
@@ -70,9 +68,9 @@ def _load_flight_recorder(source: Source, digests: list[tuple[str, str]]) -> FRD
     """A crashed rank often leaves an empty or cut dump: that one is skipped with a warning, the others
     still count. A dump that tries to run code (UnsafeDumpError) fails the whole diagnosis."""
     with source.opener() as stream:
-        data = stream.read(MAX_FLIGHT_RECORDER_BYTES + 1)
-    if len(data) > MAX_FLIGHT_RECORDER_BYTES:
-        raise InputError(f"{source.name}: Flight Recorder dump larger than {MAX_FLIGHT_RECORDER_BYTES} bytes")
+        data = stream.read(MAX_DUMP_BYTES + 1)
+    if len(data) > MAX_DUMP_BYTES:
+        raise InputError(f"{source.name}: Flight Recorder dump larger than {MAX_DUMP_BYTES} bytes")
     digests.append((source.name, hashlib.sha256(data).hexdigest()))
     try:
         return load_dump(data, source.name, rank=source.rank)
