@@ -161,9 +161,9 @@ def child_diagnose(log: str) -> None:
     """Runs in the child: diagnose once, print seconds, peak RSS and the headline as one JSON line."""
     sys.path.insert(0, str(ROOT))
     started = time.perf_counter()
-    from matcher.catalog import load_catalog
     from matcher.pipeline import diagnose
-    from matcher.scan import prefilter_for
+    from matcher.scanning.catalog import load_catalog
+    from matcher.scanning.scan import prefilter_for
 
     prefilter_for(load_catalog())  # what every run pays once: imports, catalog, Hyperscan database
     startup = time.perf_counter() - started
@@ -186,9 +186,9 @@ def child_breakdown(log: str) -> None:
     """Runs in the child: where the scan's time goes, reading blocks alone and the prefilter alone over
     those blocks, one after the other (the rest of the diagnosis is candidate lines and analysis)."""
     sys.path.insert(0, str(ROOT))
-    from matcher.catalog import load_catalog
-    from matcher.read import ReadLimits, iter_blocks, iter_sources
-    from matcher.scan import prefilter_for
+    from matcher.reading.read import ReadLimits, iter_blocks, iter_sources
+    from matcher.scanning.catalog import load_catalog
+    from matcher.scanning.scan import prefilter_for
 
     limits = ReadLimits()
     prefilter = prefilter_for(load_catalog())

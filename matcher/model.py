@@ -224,7 +224,7 @@ class ScanResult:
 
 @dataclass(frozen=True, slots=True)
 class FRFinding:
-    """Flight Recorder verdict over all dumps of one job (`matcher.flight_recorder.analyze_dumps`).
+    """Flight Recorder verdict over all dumps of one job (`matcher.flight_recorder.analyze.analyze_dumps`).
 
     `culprit_ranks` empty means the dumps cannot name one; `reason` says why either way.
     """

@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
-from matcher.analyze import analyze
-from matcher.catalog import Catalog, load_catalog
-from matcher.flight_recorder import DumpFormatError, FRDump, analyze_dumps, load_dump
-from matcher.fr_load import MAX_DUMP_BYTES
+from matcher.analysis.analyze import analyze
+from matcher.analysis.redact import redact_diagnosis
+from matcher.flight_recorder.analyze import DumpFormatError, FRDump, analyze_dumps, load_dump
+from matcher.flight_recorder.load import MAX_DUMP_BYTES
 from matcher.model import Diagnosis, InputError, ScanResult
-from matcher.read import ReadLimits, Source, iter_sources
-from matcher.redact import redact_diagnosis
-from matcher.scan import scan
+from matcher.reading.read import ReadLimits, Source, iter_sources
+from matcher.scanning.catalog import Catalog, load_catalog
+from matcher.scanning.scan import scan
 
 log = logging.getLogger("ncclbot.pipeline")
 

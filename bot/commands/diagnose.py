@@ -14,7 +14,7 @@ import runbooks
 from bot.render.diagnosis_text import render_diagnosis
 from bot.render.progress import input_progress
 from matcher.pipeline import diagnose
-from matcher.read import ReadLimits
+from matcher.reading.read import ReadLimits
 
 
 def register(subparsers: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from matcher.analyze import analyze
+from matcher.analysis.analyze import analyze
 from matcher.model import KNOWN_FIELDS, FRFinding, Line, Observation, Role, ScanResult, SourceSummary, Stats
 
 T0 = 1_764_400_000.0  # an epoch second; lines below are offsets from it

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matcher.analysis.rankmap import build_rank_map
+from matcher.analysis.versions import differing_versions
 from matcher.model import Line, Observation
-from matcher.rankmap import build_rank_map
-from matcher.versions import differing_versions
 from tests.matcher.excerpts import class_ids, diagnose_text
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matcher.analyze import analyze
-from matcher.flight_recorder import FRDump, analyze_dumps, load_dump
+from matcher.analysis.analyze import analyze
+from matcher.flight_recorder.analyze import FRDump, analyze_dumps, load_dump
 from matcher.model import KNOWN_FIELDS, InputError, Line, Observation, ScanResult, SourceSummary, Stats
 from matcher.taxonomy import CLASSES
 

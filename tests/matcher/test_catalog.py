@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from matcher.catalog import CatalogError, Signature, example_problems, load_catalog
 from matcher.model import FieldValue
-from matcher.prefilter import Prefilter
-from matcher.read import Source
-from matcher.scan import match_lines
+from matcher.reading.read import Source
+from matcher.scanning.catalog import CatalogError, Signature, example_problems, load_catalog
+from matcher.scanning.prefilter import Prefilter
+from matcher.scanning.scan import match_lines
 from matcher.taxonomy import CLASSES, UNKNOWN
 
 CATALOG = load_catalog()

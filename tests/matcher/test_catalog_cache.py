@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from matcher import catalog as catalog_module
-from matcher.catalog import DEFAULT_DIRECTORY, CatalogError, load_cached, load_catalog
-from matcher.catalog_cache import ENV_CACHE_DIR, cache_directory
+from matcher.scanning import catalog as catalog_module
+from matcher.scanning.catalog import DEFAULT_DIRECTORY, CatalogError, load_cached, load_catalog
+from matcher.scanning.catalog_cache import ENV_CACHE_DIR, cache_directory
 
 
 def _copy_of_catalog(tmp_path: Path) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from matcher.flight_recorder import DumpFormatError, FRDump, UnsafeDumpError, analyze_dumps, load_dump
+from matcher.flight_recorder.analyze import DumpFormatError, FRDump, UnsafeDumpError, analyze_dumps, load_dump
 from matcher.model import InputError
 
 

@@ -10,8 +10,8 @@ import io
 from pathlib import Path
 
 from matcher.model import Diagnosis
-from matcher.prefixes import parse_line
-from matcher.read import Source
+from matcher.reading.prefixes import parse_line
+from matcher.reading.read import Source
 from tests.matcher.excerpts import class_ids, diagnose_text
 
 RANK0 = "timeout/rank0-only-work"

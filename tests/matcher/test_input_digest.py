@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from matcher.catalog import DEFAULT_DIRECTORY, load_catalog
 from matcher.pipeline import diagnose
+from matcher.scanning.catalog import DEFAULT_DIRECTORY, load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "oom-one-rank"

@@ -9,9 +9,9 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from matcher.catalog import load_catalog
-from matcher.read import ReadLimits, Source
-from matcher.scan import scan
+from matcher.reading.read import ReadLimits, Source
+from matcher.scanning.catalog import load_catalog
+from matcher.scanning.scan import scan
 
 CATALOG = load_catalog()
 EXAMPLES = sorted(

@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from matcher.prefixes import RAW_CAP, parse_line, parse_segments
-from matcher.read import Source
+from matcher.reading.prefixes import RAW_CAP, parse_line, parse_segments
+from matcher.reading.read import Source
 
 PLAIN = Source("job.log", opener=lambda: io.BytesIO(b""))  # type: ignore[arg-type, return-value]
 HINTED = Source("node-017/rank9.log", opener=lambda: io.BytesIO(b""), rank=9, host="node-017")  # type: ignore[arg-type, return-value]

@@ -16,7 +16,7 @@ import pytest
 import zstandard
 
 from matcher.model import InputError
-from matcher.read import ReadLimits, Source, iter_blocks, iter_sources
+from matcher.reading.read import ReadLimits, Source, iter_blocks, iter_sources
 
 
 def read_all(paths: list[str], limits: ReadLimits | None = None, stdin: io.BufferedIOBase | None = None):

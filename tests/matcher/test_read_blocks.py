@@ -7,7 +7,7 @@ import io
 import tracemalloc
 from pathlib import Path
 
-from matcher.read import Block, ReadLimits, Source, iter_blocks, iter_sources
+from matcher.reading.read import Block, ReadLimits, Source, iter_blocks, iter_sources
 
 
 def source_of(data: bytes, name: str = "mem.log") -> Source:
@@ -158,7 +158,7 @@ def test_large_gzip_file_in_bounded_memory(tmp_path: Path) -> None:
 
 
 def test_a_long_run_of_progress_bars_keeps_the_message_at_its_end() -> None:
-    from matcher.prefixes import parse_line
+    from matcher.reading.prefixes import parse_line
 
     bars = b"".join(
         b"\rEpoch 0: %3d%%|#####     | %d/1000 [00:10<02:40, 5.85it/s]" % (i % 100, i) for i in range(3000)

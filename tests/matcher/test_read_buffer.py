@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matcher.model import InputError
-from matcher.read import ReadLimits, Source, clean_block, iter_blocks, iter_sources, shorten_line
+from matcher.reading.read import ReadLimits, Source, clean_block, iter_blocks, iter_sources, shorten_line
 
 
 class Trickle(io.RawIOBase):

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from matcher.model import InputError, Line
-from matcher.prefixes import parse_line, parse_segments
-from matcher.read import ReadLimits, Source, iter_blocks, iter_sources
+from matcher.reading.prefixes import parse_line, parse_segments
+from matcher.reading.read import ReadLimits, Source, iter_blocks, iter_sources
 
 # READER_EXAMPLES raises the example count for a longer local hunt; CI uses the default.
 FAST = settings(

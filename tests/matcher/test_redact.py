@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from matcher.analysis.redact import MASK, redact
 from matcher.pipeline import diagnose
-from matcher.redact import MASK, redact
 
 
 @pytest.mark.parametrize(

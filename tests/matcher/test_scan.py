@@ -1,4 +1,4 @@
-"""The scanner over real files read by matcher.read: line numbers, fields, blocks, caps, summaries."""
+"""The scanner over real files read by matcher.reading.read: line numbers, fields, blocks, caps, summaries."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from matcher.catalog import load_catalog
 from matcher.model import Observation
-from matcher.read import ReadLimits, Source, iter_sources
-from matcher.scan import MAX_PER_WRITER, scan
+from matcher.reading.read import ReadLimits, Source, iter_sources
+from matcher.scanning.catalog import load_catalog
+from matcher.scanning.scan import MAX_PER_WRITER, scan
 
 CATALOG = load_catalog()
 

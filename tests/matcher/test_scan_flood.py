@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from matcher import read
-from matcher import scan as scan_module
-from matcher.catalog import load_catalog
 from matcher.pipeline import diagnose
-from matcher.scan import CONTEXT_LINES_PER_HEAD, scan
+from matcher.reading import read
+from matcher.scanning import scan as scan_module
+from matcher.scanning.catalog import load_catalog
+from matcher.scanning.scan import CONTEXT_LINES_PER_HEAD, scan
 
 CHANNELS = "".join(
     f"node-a:4100:4150 [0] NCCL INFO Channel {c % 32:02d}/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"

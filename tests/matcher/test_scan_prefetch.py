@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from matcher.model import InputError
-from matcher.prefetch import prefetched
+from matcher.scanning.prefetch import prefetched
 
 
 def test_items_arrive_in_order_and_the_thread_ends() -> None:

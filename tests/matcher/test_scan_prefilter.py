@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from matcher import prefilter as prefilter_module
-from matcher.catalog import load_catalog
-from matcher.prefilter import Prefilter
+from matcher.scanning import prefilter as prefilter_module
+from matcher.scanning.catalog import load_catalog
+from matcher.scanning.prefilter import Prefilter
 
 CATALOG = load_catalog()
 HAVE_HYPERSCAN = prefilter_module.hyperscan is not None
@@ -71,7 +71,7 @@ def test_forcing_hyperscan_where_it_is_missing_is_a_clear_error(monkeypatch: pyt
 
 
 def test_default_catalog_and_its_prefilter_are_built_once_and_the_cache_stays_bounded(tmp_path) -> None:
-    from matcher import scan
+    from matcher.scanning import scan
 
     assert load_catalog() is load_catalog()
     assert scan.prefilter_for(CATALOG) is scan.prefilter_for(CATALOG)

@@ -151,7 +151,7 @@ def test_healthy_nccl_init_lines_are_not_evidence(tmp_path: Path) -> None:
     )
     diagnosis = _diagnose(tmp_path, ("gpu-1.log", log))
     # Setup lines and nothing after them: unknown leads; what follows are suggestions of what to check
-    # for a hang after init (matcher.setup_hang), never evidence that outranks it.
+    # for a hang after init (matcher.analysis.setup_hang), never evidence that outranks it.
     assert diagnosis.primary.class_id == "unknown"
     assert all(c.confidence < min(0.3, diagnosis.primary.confidence) for c in diagnosis.diagnoses[1:])
 

@@ -25,12 +25,12 @@ import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from matcher.crossrank import TableVerdict
-from matcher.hostscope import GPUS_PER_HOST, one_host
+from matcher.analysis.crossrank import TableVerdict
+from matcher.analysis.hostscope import GPUS_PER_HOST, one_host
+from matcher.analysis.rankmap import RankMap
+from matcher.analysis.versions import release_tuple
 from matcher.model import FRFinding, Observation
-from matcher.rankmap import RankMap
 from matcher.taxonomy import UNKNOWN
-from matcher.versions import release_tuple
 
 P2P = "p2p/pcie-acs"
 VERSION = "config/version-mismatch"

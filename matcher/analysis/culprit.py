@@ -14,11 +14,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from matcher.crossrank import TableVerdict, lone_symmetric_report
+from matcher.analysis.crossrank import TableVerdict, lone_symmetric_report
+from matcher.analysis.rankmap import RankMap, as_int
+from matcher.analysis.timeouts import MISSING_RANK, RANK0
 from matcher.model import Culprit, FRFinding, Observation
-from matcher.rankmap import RankMap, as_int
 from matcher.taxonomy import title
-from matcher.timeouts import MISSING_RANK, RANK0
 
 XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"

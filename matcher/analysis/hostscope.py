@@ -8,8 +8,8 @@ device list placing every rank there, with no communicator larger than a host.
 
 from __future__ import annotations
 
+from matcher.analysis.rankmap import RankMap
 from matcher.model import Observation
-from matcher.rankmap import RankMap
 
 # More ranks than one host holds: the job spans nodes even when only one node's lines are in the bundle.
 GPUS_PER_HOST = 8

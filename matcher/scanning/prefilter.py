@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from matcher.catalog import Catalog
+from matcher.scanning.catalog import Catalog
 
 hyperscan: Any
 try:

@@ -1,10 +1,10 @@
 """Flight Recorder verdict: which ranks never arrived at, fell behind in, or disagree about a collective.
 
-`load_dump` (from `matcher.fr_load`) reads one rank's dump safely; `analyze_dumps` compares all dumps of a
-job. Per process group (pg_config name + member set, since split groups may reuse names) it builds each
-member's progress: last enqueued and last completed collective (ring-buffer entries, plus `pg_status`
-where that counter is not mixed with point-to-point work). Then, in the order of the official analyzer's
-questions:
+`load_dump` (from `matcher.flight_recorder.load`) reads one rank's dump safely; `analyze_dumps` compares
+all dumps of a job. Per process group (pg_config name + member set, since split groups may reuse names) it
+builds each member's progress: last enqueued and last completed collective (ring-buffer entries, plus
+`pg_status` where that counter is not mixed with point-to-point work). Then, in the order of the official
+analyzer's questions:
 
 1. a member that dumped but has no trace of the group while its peers wait in it never arrived
    (typically a rank whose Python thread is stuck: it holds the GIL, loops, or waits on input);
@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from matcher.fr_load import DumpFormatError, FRDump, FREntry, UnsafeDumpError, load_dump
+from matcher.flight_recorder.load import DumpFormatError, FRDump, FREntry, UnsafeDumpError, load_dump
 from matcher.model import Evidence, FRFinding
 
 __all__ = ["DumpFormatError", "FRDump", "UnsafeDumpError", "analyze_dumps", "load_dump"]

@@ -18,11 +18,11 @@ from typing import Any, cast
 
 import regex
 
-from matcher import catalog_cache
 from matcher.model import KNOWN_FIELDS, FieldValue, InputError, Role
+from matcher.scanning import catalog_cache
 from matcher.taxonomy import CLASSES, UNKNOWN
 
-DEFAULT_DIRECTORY = Path(__file__).resolve().parent / "signatures"
+DEFAULT_DIRECTORY = Path(__file__).resolve().parent.parent / "signatures"
 
 ROLES: frozenset[str] = frozenset({"root", "cascade", "context"})
 MAX_WEIGHT = 2.0
@@ -173,7 +173,7 @@ def load_catalog(directory: str | Path | None = None) -> Catalog:
 
 def load_cached(root: Path, cache_dir: Path | None) -> Catalog:
     """The catalog in `root`, validated once per distinct content and then read back from `cache_dir`
-    (see `matcher.catalog_cache`); patterns then compile only when first used."""
+    (see `matcher.scanning.catalog_cache`); patterns then compile only when first used."""
     paths = sorted(root.glob("*.toml"))
     try:
         parts = [part for path in paths for part in (path.name.encode(), path.read_bytes())]

@@ -1,7 +1,7 @@
 """Loading one PyTorch Flight Recorder dump (pickle or JSON, optionally gzip-compressed) safely.
 
 Nothing in a dump is ever executed: the unpickler refuses every global, so a hostile pickle can name a
-callable but never reach it. The result is plain typed data (`FRDump`) for `matcher.flight_recorder`.
+callable but never reach it. The result is plain typed data (`FRDump`) for `matcher.flight_recorder.analyze`.
 """
 
 from __future__ import annotations

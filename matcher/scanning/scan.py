@@ -8,10 +8,9 @@ fragments once (`prefixes.parse_segments`), and only those signatures' regexes r
 no line can hang the scan. A pattern is tried on each fragment's peeled text, then its raw form, then the
 whole physical line (progress-bar noise the reader sets aside can carry a clue). `after = N` signatures
 see the next N lines (carried over a block boundary); small pasted sources also get a second chance for
-keywords split by a hard wrap (`matcher.rejoin`). Memory stays bounded: a block at a time, and a cap on
-observations per signature, source and writer (a 400 MB log repeating one line yields a handful of
-observations, not millions). Flight Recorder sources are skipped: the pipeline reads them.
-"""
+keywords split by a hard wrap (`matcher.scanning.rejoin`). Memory stays bounded: a block at a time, and a
+cap on observations per signature, source and writer (a 400 MB log repeating one line yields a handful of
+observations, not millions). Flight Recorder sources are skipped: the pipeline reads them."""
 
 from __future__ import annotations
 
@@ -21,12 +20,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from matcher import prefixes, read, rejoin
-from matcher.catalog import Catalog, Signature, convert_fields
 from matcher.model import FieldValue, Line, Observation, ScanResult, SourceSummary, Stats
-from matcher.prefetch import prefetched
-from matcher.prefilter import Prefilter
-from matcher.read import ReadLimits, Source
+from matcher.reading import prefixes, read
+from matcher.reading.read import ReadLimits, Source
+from matcher.scanning import rejoin
+from matcher.scanning.catalog import Catalog, Signature, convert_fields
+from matcher.scanning.prefetch import prefetched
+from matcher.scanning.prefilter import Prefilter
 
 # Seconds one regex may spend on one line; a pathological line then simply does not match.
 REGEX_TIMEOUT_S = 0.05
@@ -199,7 +199,7 @@ class _SourceScan:
         return active
 
     def _rejoin(self, block: read.Block, prefilter: Prefilter, known: dict[int, set[int]]) -> None:
-        """Pasted excerpts: match keywords that a hard wrap split across two lines (see matcher.rejoin)."""
+        """Pasted excerpts: keywords that a hard wrap split across two lines (matcher.scanning.rejoin)."""
         lines = block.data.split(b"\n")
         for junction in rejoin.junctions(lines, prefilter, known):
             glued = lines[junction.index] + junction.separator + lines[junction.index + 1]

@@ -15,8 +15,8 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 
+from matcher.analysis.rankmap import RankMap
 from matcher.model import Evidence, Observation
-from matcher.rankmap import RankMap
 
 CASCADE_DISCOUNT = 0.5
 MAX_CONFIDENCE = 0.97

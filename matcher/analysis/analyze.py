@@ -1,26 +1,27 @@
 """Cross-rank analysis: observations (+ a Flight Recorder finding) -> ranked classes, symptom, culprit.
 
-`analyze(scan, fr)` is a pure function. Root lines anywhere in the bundle decide the class; cascade
-lines (what waiting or abandoned ranks say) only establish the symptom, and their own classes (peer
-exit) win only when no root line exists. Without any root line the timeout family is split with context
-clues, the cross-rank table and Flight Recorder (`matcher.timeouts`); a job that printed its NCCL setup
-and then nothing gets `unknown` with ranked suggestions (`matcher.setup_hang`); versions that differ across
-hosts support config/version-mismatch in every case (`matcher.versions`). The culprit follows the rules of
-`matcher.culprit`.
+`analyze(scan, fr)` is a pure function. Root lines anywhere in the bundle decide the class; cascade lines
+(what waiting or abandoned ranks say) only establish the symptom, and their own classes (peer exit) win
+only when no root line exists. Without any root line the timeout family is split with context clues, the
+cross-rank table and Flight Recorder (`matcher.analysis.timeouts`); a job that printed its NCCL setup and
+then nothing gets `unknown` with ranked suggestions (`matcher.analysis.setup_hang`); versions that differ
+across hosts support config/version-mismatch in every case (`matcher.analysis.versions`). The culprit
+follows the rules of `matcher.analysis.culprit`.
 
-Facts: KNOWN_FIELDS values of the primary's evidence and the cross-rank table, job-wide versions and
-world size, `culprit_rank` / `culprit_host`, and `since_progress_ms` (`matcher.progress`: milliseconds
-from the last timestamped progress line to the first failure line after it, where both are known).
-"""
+Facts: KNOWN_FIELDS values of the primary's evidence and the cross-rank table, job-wide versions and world
+size, `culprit_rank` / `culprit_host`, and `since_progress_ms` (`matcher.analysis.progress`: milliseconds
+from the last timestamped progress line to the first failure line after it, where both are known)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
 
-from matcher import crossrank, hostscope, progress, scoring, setup_hang, versions
-from matcher.crossrank import TableVerdict
-from matcher.culprit import decide
+from matcher.analysis import crossrank, hostscope, progress, scoring, setup_hang, versions
+from matcher.analysis.crossrank import TableVerdict
+from matcher.analysis.culprit import decide
+from matcher.analysis.rankmap import RankMap, build_rank_map
+from matcher.analysis.timeouts import RANK0, infer
 from matcher.model import (
     KNOWN_FIELDS,
     ClassScore,
@@ -32,9 +33,7 @@ from matcher.model import (
     Observation,
     ScanResult,
 )
-from matcher.rankmap import RankMap, build_rank_map
 from matcher.taxonomy import CLASSES, UNKNOWN, title
-from matcher.timeouts import RANK0, infer
 
 MAX_CLASSES = 5
 UNKNOWN_ALONE_CONFIDENCE = 0.3

@@ -15,8 +15,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
 
+from matcher.analysis.rankmap import RankMap, as_int
 from matcher.model import Observation
-from matcher.rankmap import RankMap, as_int
 
 TableKind = Literal["mismatch", "behind", "absent", "all-stuck", "none"]
 TIMEOUT_SYMPTOM = "collective-timeout"

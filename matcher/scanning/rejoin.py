@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from matcher.prefilter import Prefilter
+from matcher.scanning.prefilter import Prefilter
 
 # Pasted excerpts are small; machine-written logs are not wrapped and are too large for this pass.
 MAX_SOURCE_BYTES = 1024 * 1024

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from matcher.model import Observation
-from matcher.scan import MAX_PER_WRITER
+from matcher.scanning.scan import MAX_PER_WRITER
 
 FACT = "since_progress_ms"
 

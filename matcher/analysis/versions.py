@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from matcher.analysis.rankmap import RankMap
 from matcher.model import Observation
-from matcher.rankmap import RankMap
 
 VERSION_FIELDS = ("nccl_version", "torch_version", "cuda_version", "driver_version")
 # Evidence, not proof: the mismatch may be harmless, so it supports the class without outweighing an

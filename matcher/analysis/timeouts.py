@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from matcher.crossrank import TableVerdict, lone_symmetric_report
+from matcher.analysis.crossrank import TableVerdict, lone_symmetric_report
+from matcher.analysis.rankmap import RankMap
+from matcher.analysis.scoring import chronological_key
 from matcher.model import FRFinding, Observation
-from matcher.rankmap import RankMap
-from matcher.scoring import chronological_key
 from matcher.taxonomy import UNKNOWN
 
 STRAGGLER = "timeout/straggler-input"

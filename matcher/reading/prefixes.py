@@ -41,7 +41,7 @@ order, so its rank is global), else the Slurm label — unless a torchrun tee ta
 `Source.labels_are_ranks` is False (the file shows srun starting torchrun per node: task ids then number
 nodes, not ranks) — else `Source.rank` from the path. Other
 `[PG ...]` and bare `[Rank N]` tags are PG-local ranks: they stay in the text for the signatures.
-Times: wall times read as UTC (see `matcher.timestamps`); formats without a year use `year`, else
+Times: wall times read as UTC (see `matcher.reading.timestamps`); formats without a year use `year`, else
 `Source.year` (the first dated timestamp near the start of the file), else the current year.
 Host: NCCL header, else syslog host, else Ray ip, else `Source.host`.
 """
@@ -53,8 +53,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from matcher.model import Line
-from matcher.read import Source
-from matcher.timestamps import epoch, epoch_without_year, month_number
+from matcher.reading.read import Source
+from matcher.reading.timestamps import epoch, epoch_without_year, month_number
 
 RAW_CAP = 2000
 

@@ -4,10 +4,10 @@
   expansion ratio). `max_input_bytes` defaults to env NCCLBOT_MAX_INPUT_BYTES, else 64 GiB.
 - `iter_sources(paths, limits, stdin=None) -> Iterator[Source]`: files in the order given, folders walked
   in natural sorted order (`rank2` before `rank10`), archives expanded, '-' for stdin. Formats are detected
-  by magic bytes (see `matcher.sniff`), never by extension. Rank/host hints come from the path
-  (`matcher.pathhints`). Flight Recorder dumps are detected by content and yielded with
+  by magic bytes (see `matcher.reading.sniff`), never by extension. Rank/host hints come from the path
+  (`matcher.reading.pathhints`). Flight Recorder dumps are detected by content and yielded with
   kind="flight-recorder" (not unpickled here). Text sources also carry `year` (first dated timestamp
-  in the file's head, for year-less formats) and `labels_are_ranks` (see `matcher.prefixes`). UTF-16
+  in the file's head, for year-less formats) and `labels_are_ranks` (see `matcher.reading.prefixes`). UTF-16
   text with a byte order mark is transcoded to UTF-8. Names are made printable (one line).
 - `iter_blocks(source, limits) -> Iterator[Block]`: the byte stream in blocks of whole lines.
 
@@ -32,7 +32,7 @@ long as something else is usable. A compressed stream cut short ends cleanly wit
 Blocks and line numbers: `Block.data` holds whole `\\n`-terminated lines (a truncated last line gets a
 `\\n`), about `block_bytes` each, and `first_lineno` is the 1-based number of its first line. Line numbers
 are physical `\\n` lines, as an editor shows them. `\\r` is left in place (CRLF endings, tqdm `\\r`
-rewrites): a physical line holding several `\\r` segments stays one line, and `matcher.prefixes` picks
+rewrites): a physical line holding several `\\r` segments stays one line, and `matcher.reading.prefixes` picks
 the segment that carries the message. NUL bytes and ANSI escape sequences are removed here (they would
 break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
 is cut to that length: its start is kept, except for a line of `\\r` rewrites, which keeps its start and
@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Literal
 
 from matcher.model import InputError
-from matcher.pathhints import hints_from_path
-from matcher.sniff import ARCHIVES, COMPRESSIONS, SNIFF_BYTES, Kind, slurm_labels_are_ranks, sniff
-from matcher.streams import (
+from matcher.reading.pathhints import hints_from_path
+from matcher.reading.sniff import ARCHIVES, COMPRESSIONS, SNIFF_BYTES, Kind, slurm_labels_are_ranks, sniff
+from matcher.reading.streams import (
     ByteBudget,
     CountingReader,
     GuardedReader,
@@ -69,7 +69,7 @@ from matcher.streams import (
     one_line,
     read_head,
 )
-from matcher.timestamps import year_hint
+from matcher.reading.timestamps import year_hint
 
 SourceKind = Literal["text", "flight-recorder"]
 

@@ -1,0 +1,2 @@
+"""Analysis: observations (+ a Flight Recorder finding) -> ranked classes, symptom, culprit, redacted
+evidence."""
