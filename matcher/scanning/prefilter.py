@@ -12,10 +12,14 @@ alternation of all keywords ~1 MB/s. The fallback is fine for pasted excerpts an
 
 from __future__ import annotations
 
+import bisect
+import functools
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from matcher.scanning import pattern_prefilter
 from matcher.scanning.catalog import Catalog
 
 hyperscan: Any
@@ -37,6 +41,8 @@ class Candidate:
 class _Backend(Protocol):
     def lines(self, data: bytes) -> list[Candidate]: ...
 
+    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Keyword:
@@ -57,6 +63,9 @@ def _keywords(catalog: Catalog) -> list[_Keyword]:
     return [_Keyword(text, caseless, tuple(sigs)) for (text, caseless), sigs in owners.items()]
 
 
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+
+
 def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
     """Bounds of the line holding data[start:end] (keywords never contain a newline)."""
     line_start = data.rfind(b"\n", 0, start) + 1
@@ -65,39 +74,169 @@ def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
 
 
 class _HyperscanBackend:
-    def __init__(self, keywords: list[_Keyword]) -> None:
+    def __init__(self, catalog: Catalog, keywords: list[_Keyword]) -> None:
+        self._catalog = catalog
         self._keywords = keywords
-        self._database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._database.compile(
-            expressions=[k.text for k in keywords],
-            ids=list(range(len(keywords))),
-            elements=len(keywords),
-            flags=[hyperscan.HS_FLAG_CASELESS if k.caseless else 0 for k in keywords],
-            literal=True,
-        )
+        self._database = _literal_database(keywords)
         self._scratch = hyperscan.Scratch(self._database)
 
     def lines(self, data: bytes) -> list[Candidate]:
-        hits: list[tuple[int, int]] = []
+        hits: list[tuple[int, tuple[int, ...]]] = []
 
         def on_match(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.append((end, keyword))
+            hits.append((end, self._keywords[keyword].signatures))
 
         self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
-        candidates: list[Candidate] = []
-        line_start = line_end = -1
-        found: set[int] = set()
-        # Hyperscan reports matches in order of end offset, so hits of one line are consecutive.
-        for end, keyword in hits:
-            if end > line_end:
-                if found:
-                    candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
-                    found = set()
-                line_start, line_end = _line_bounds(data, end - 1, end)
-            found.update(self._keywords[keyword].signatures)
-        if found:
-            candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
-        return candidates
+        return _group(data, hits)
+
+    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]:
+        screen = self._screen
+        hits: list[tuple[int, tuple[int, ...]]] = []
+
+        def on_rare(expression: int, start: int, end: int, flags: int, context: Any) -> None:
+            hits.append((end, screen.rare_owners[expression]))
+
+        def on_context(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
+            hits.append((end, screen.context_owners[keyword]))
+
+        screen.rare.scan(data, match_event_handler=on_rare, scratch=screen.rare_scratch)
+        if sample_context and screen.context_sampled is not None:
+            screen.context_sampled.scan(data, match_event_handler=on_context, scratch=screen.sampled_scratch)
+        elif screen.context_full is not None:
+            screen.context_full.scan(data, match_event_handler=on_context, scratch=screen.context_scratch)
+        if not data.isascii():
+            hits.extend(self._keyword_hits_off_ascii(data))
+        hits.sort(key=_first)
+        return _group(data, hits)
+
+    def _keyword_hits_off_ascii(self, data: bytes) -> list[tuple[int, tuple[int, ...]]]:
+        """Keyword hits of the regex-screened signatures on lines holding non-ASCII bytes, where the
+        Hyperscan form of a pattern is no superset of the `regex` one (Unicode classes, case folding)."""
+        screened = self._screen.screened_owners
+        spans: list[tuple[int, int]] = []
+        position = 0
+        while (found := _NON_ASCII.search(data, position)) is not None:
+            spans.append(_line_bounds(data, found.start(), found.end()))
+            position = spans[-1][1] + 1
+        hits: list[tuple[int, tuple[int, ...]]] = []
+        starts = [start for start, _ in spans]
+
+        def on_match(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
+            owners = screened[keyword]
+            if owners:
+                at = bisect.bisect_right(starts, end - 1) - 1
+                if at >= 0 and end <= spans[at][1]:
+                    hits.append((end, owners))
+
+        self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        return hits
+
+    @functools.cached_property
+    def _screen(self) -> _Screen:
+        return _Screen(self._catalog, self._keywords)
+
+
+class _Screen:
+    """The scanner's databases: `rare` holds root and cascade signatures as regexes where Hyperscan can
+    run them (`matcher.scanning.pattern_prefilter`), else their keywords; context keywords sit in their
+    own literal database, in two builds: every occurrence, and (`context_sampled`) the first occurrence
+    of each keyword in a block, for a flood of setup lines that keeps saying what is already known."""
+
+    def __init__(self, catalog: Catalog, keywords: list[_Keyword]) -> None:
+        signatures = self._signatures = catalog.signatures
+        converted: dict[int, bytes] = {}
+        for index, signature in enumerate(signatures):
+            if signature.role != "context" and not signature.after:
+                pattern = pattern_prefilter.hyperscan_pattern(signature.pattern_source)
+                if pattern is not None:
+                    converted[index] = pattern
+        expressions: list[tuple[bytes, int]] = []
+        owners: list[tuple[int, ...]] = []
+        for index, pattern in converted.items():
+            caseless = hyperscan.HS_FLAG_CASELESS if signatures[index].caseless else 0
+            expressions.append((pattern, hyperscan.HS_FLAG_PREFILTER | caseless))
+            owners.append((index,))
+        screened = set(converted)
+        self._add_keywords(keywords, screened, expressions, owners)
+        database, rejected = pattern_prefilter.compiled(tuple(expressions))
+        if rejected:  # patterns Hyperscan could not take: their signatures keep their keywords
+            screened -= {owners[i][0] for i in rejected}
+            del expressions[len(converted) :], owners[len(converted) :]
+            self._add_keywords(keywords, screened, expressions, owners)
+            database, rejected = pattern_prefilter.compiled(tuple(expressions))
+            if any(i >= len(converted) for i in rejected):
+                raise RuntimeError("a signature keyword does not compile in Hyperscan")
+        self.rare = database
+        self.rare_scratch = hyperscan.Scratch(database)
+        self.rare_owners = owners
+        context = [
+            _Keyword(k.text, k.caseless, tuple(s for s in k.signatures if signatures[s].role == "context"))
+            for k in keywords
+        ]
+        context = [k for k in context if k.signatures]
+        self.context_owners = [k.signatures for k in context]
+        self.context_full = _literal_database(context) if context else None
+        self.context_sampled = _literal_database(context, first_only=True) if context else None
+        self.context_scratch = hyperscan.Scratch(self.context_full) if self.context_full else None
+        self.sampled_scratch = hyperscan.Scratch(self.context_sampled) if self.context_sampled else None
+        self.screened_owners = [tuple(s for s in k.signatures if s in screened) for k in keywords]
+
+    def _add_keywords(
+        self,
+        keywords: list[_Keyword],
+        screened: set[int],
+        expressions: list[tuple[bytes, int]],
+        owners: list[tuple[int, ...]],
+    ) -> None:
+        """The keywords of root and cascade signatures whose regex is not screened by Hyperscan."""
+        signatures = self._signatures
+        for keyword in keywords:
+            unscreened = tuple(
+                s for s in keyword.signatures if signatures[s].role != "context" and s not in screened
+            )
+            if unscreened:
+                flags = hyperscan.HS_FLAG_CASELESS if keyword.caseless else 0
+                expressions.append((re.escape(keyword.text), flags))
+                owners.append(unscreened)
+
+
+def _literal_database(keywords: list[_Keyword], first_only: bool = False) -> Any:
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    first = hyperscan.HS_FLAG_SINGLEMATCH if first_only else 0
+    database.compile(
+        expressions=[k.text for k in keywords],
+        ids=list(range(len(keywords))),
+        elements=len(keywords),
+        flags=[(hyperscan.HS_FLAG_CASELESS if k.caseless else 0) | first for k in keywords],
+        literal=True,
+    )
+    return database
+
+
+def _first(hit: tuple[int, tuple[int, ...]]) -> int:
+    return hit[0]
+
+
+def _group(data: bytes, hits: list[tuple[int, tuple[int, ...]]]) -> list[Candidate]:
+    """Hits (end offset, signatures) in order of end offset -> one candidate per line holding any."""
+    candidates: list[Candidate] = []
+    line_start = line_end = -1
+    found: set[int] = set()
+    for end, signatures in hits:
+        if end > line_end:
+            # A regex hit may end on the newline it matched (`\s`): it belongs to the line before.
+            at = end - 2 if end >= 2 and data[end - 1] == 10 else end - 1
+            if at <= line_end:
+                found.update(signatures)
+                continue
+            if found:
+                candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
+                found = set()
+            line_start, line_end = _line_bounds(data, at, at + 1)
+        found.update(signatures)
+    if found:
+        candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
+    return candidates
 
 
 class _FindBackend:
@@ -128,9 +267,13 @@ class _FindBackend:
             candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
         return candidates
 
+    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]:
+        return self.lines(data)
+
 
 class Prefilter:
-    """Compiled keyword set of a catalog; `lines(block)` lists candidate lines in block order."""
+    """Compiled keyword set of a catalog; `lines(block)` lists the lines holding a keyword in block order,
+    `candidates(block)` the scanner's candidate lines (see `_Screen`)."""
 
     def __init__(self, catalog: Catalog, *, use_hyperscan: bool | None = None) -> None:
         keywords = _keywords(catalog)
@@ -138,7 +281,16 @@ class Prefilter:
         if want_hyperscan and hyperscan is None:
             raise RuntimeError("hyperscan is not installed")
         self.backend = "hyperscan" if want_hyperscan else "find"
-        self._backend: _Backend = _HyperscanBackend(keywords) if want_hyperscan else _FindBackend(keywords)
+        self._backend: _Backend = (
+            _HyperscanBackend(catalog, keywords) if want_hyperscan else _FindBackend(keywords)
+        )
 
     def lines(self, data: bytes) -> list[Candidate]:
+        """Every line holding a keyword, with every signature whose keyword it holds."""
         return self._backend.lines(data)
+
+    def candidates(self, data: bytes, *, sample_context: bool = False) -> list[Candidate]:
+        """The lines worth a regex run: keyword lines, where (with Hyperscan) a root or cascade signature
+        also needs its regex to be able to match the line. With `sample_context`, context keywords count
+        only at their first occurrence in `data`."""
+        return self._backend.candidates(data, sample_context)

@@ -43,6 +43,14 @@ MAX_MATCHES_PER_LINE = 32
 # candidate lines in one source, the rest are skipped before the costly prefix parse. Root and cascade
 # signatures are never skipped, and heads that differ per line (timestamps) never reach the limit.
 CONTEXT_LINES_PER_HEAD = 256
+# A flood of NCCL setup lines (every communicator prints its channels, rings and init lines again) keeps
+# saying what the first few lines per process said. After this many context candidate lines in a row
+# kept nothing new, context keywords go to sleep: per block only the first occurrence of each is looked
+# at, and one that keeps something new wakes them all again from the next line on. Root and cascade
+# signatures are never put to sleep. While awake, a block is scanned in slices of SLICE_BYTES, so that
+# a flood is noticed after a few lines rather than after a whole block.
+QUIET_CONTEXT_LINES = 64
+SLICE_BYTES = 64 * 1024
 # Bytes at each end of a source that its content digest covers (see SourceSummary.content_digest).
 DIGEST_EDGE_BYTES = 64 * 1024
 
@@ -136,6 +144,9 @@ class _SourceScan:
     budget: TimeoutBudget = field(default_factory=TimeoutBudget)
     offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
     head: bytes | None = None
+    kept_context: int = 0  # context observations kept so far
+    quiet: int = 0  # context candidate lines in a row that kept nothing new
+    sampling: bool = False  # context keywords asleep: only their first occurrence per block is looked at
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
@@ -143,37 +154,69 @@ class _SourceScan:
             self.head = bytes(data[:DIGEST_EDGE_BYTES])
         self.size += len(data)
         self._finish_pending(data, block.first_lineno)
-        # Newlines are counted only up to each candidate line, continuing from the previous one.
-        counted_to, lineno = 0, block.first_lineno
-        known: dict[int, set[int]] = {}
-        for candidate in prefilter.lines(data):
-            lineno += data.count(b"\n", counted_to, candidate.start)
-            counted_to = candidate.start
-            known[lineno - block.first_lineno] = set(candidate.signatures)
-            active = self._worth_parsing(data, candidate.start, candidate.signatures)
-            if not active:
-                continue
-            record = _Record.parse(data[candidate.start : candidate.end], self.source, lineno)
-            for segment in record.segments:
-                self._note_line(segment)
-            for index in active:
-                signature = self.catalog.signatures[index]
-                if not signature.after:
-                    self._try(signature, record, [])
-                    continue
-                following = _following_lines(data, candidate.end, signature.after)
-                texts = [self._text_of(raw, lineno + 1 + i) for i, raw in enumerate(following)]
-                if len(following) < signature.after:  # the record may go on in the next block
-                    self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
-                else:
-                    self._try(signature, record, texts)
+        cursor = _Cursor(block.first_lineno)
+        position = 0
+        while position < len(data):
+            # Awake, a region is a slice, so that a flood is noticed early; asleep, the rest of the block.
+            end = len(data) if self.sampling else _line_end(data, position + SLICE_BYTES)
+            position = self._region(data, position, end, prefilter, cursor)
         # Lines of this block are known for free once the next block says where it starts; only the
         # last block of a source is counted (see `close`).
         if self.last is not None:
             self.lines += block.first_lineno - self.last.first_lineno
         self.last = block
         if self.size <= rejoin.MAX_SOURCE_BYTES:
-            self._rejoin(block, prefilter, known)
+            self._rejoin(block, prefilter)
+
+    def _region(
+        self,
+        data: bytes,
+        begin: int,
+        end: int,
+        prefilter: Prefilter,
+        cursor: _Cursor,
+    ) -> int:
+        """Scans data[begin:end] (whole lines); returns where the next region starts: `end`, or the line
+        after the one that put context signatures to sleep or woke them up."""
+        region = data[begin:end] if begin or end < len(data) else data
+        sampling = self.sampling
+        for candidate in prefilter.candidates(region, sample_context=sampling):
+            start, stop = begin + candidate.start, begin + candidate.end
+            lineno = cursor.advance(data, start)
+            active = self._worth_parsing(data, start, candidate.signatures)
+            context = any(self.catalog.signatures[i].role == "context" for i in candidate.signatures)
+            kept_before = self.kept_context
+            if active:
+                self._candidate(data, start, stop, lineno, active)
+            if not context:
+                continue
+            if self.kept_context > kept_before:
+                self.quiet = 0
+                if sampling:  # something new after all: look at every line again from here
+                    self.sampling = False
+                    return stop + 1
+            elif not sampling:
+                self.quiet += 1
+                if self.quiet >= QUIET_CONTEXT_LINES:
+                    self.sampling = True
+                    return stop + 1
+        return end
+
+    def _candidate(self, data: bytes, start: int, stop: int, lineno: int, active: list[int]) -> None:
+        record = _Record.parse(data[start:stop], self.source, lineno)
+        for segment in record.segments:
+            self._note_line(segment)
+        for index in active:
+            signature = self.catalog.signatures[index]
+            if not signature.after:
+                self._try(signature, record, [])
+                continue
+            following = _following_lines(data, stop, signature.after)
+            texts = [self._text_of(raw, lineno + 1 + i) for i, raw in enumerate(following)]
+            if len(following) < signature.after:  # the record may go on in the next block
+                self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
+            else:
+                self._try(signature, record, texts)
 
     def _worth_parsing(self, data: bytes, start: int, signatures: Iterable[int]) -> list[int]:
         """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD)."""
@@ -198,9 +241,16 @@ class _SourceScan:
             active.append(index)
         return active
 
-    def _rejoin(self, block: read.Block, prefilter: Prefilter, known: dict[int, set[int]]) -> None:
-        """Pasted excerpts: keywords that a hard wrap split across two lines (matcher.scanning.rejoin)."""
-        lines = block.data.split(b"\n")
+    def _rejoin(self, block: read.Block, prefilter: Prefilter) -> None:
+        """Pasted excerpts: keywords that a hard wrap split across two lines (matcher.scanning.rejoin).
+        What each line holds is taken from the keywords alone (`Prefilter.lines`), every occurrence,
+        whatever the scan itself looked at."""
+        data = block.data
+        known: dict[int, set[int]] = {}
+        cursor = _Cursor(0)
+        for candidate in prefilter.lines(data):
+            known[cursor.advance(data, candidate.start)] = set(candidate.signatures)
+        lines = data.split(b"\n")
         for junction in rejoin.junctions(lines, prefilter, known):
             glued = lines[junction.index] + junction.separator + lines[junction.index + 1]
             record = _Record.parse(glued, self.source, block.first_lineno + junction.index)
@@ -264,6 +314,8 @@ class _SourceScan:
             return
         self.kept[writer] += 1
         self.kept_total[signature.id] += 1
+        if signature.role == "context":
+            self.kept_context += 1
         self.observations.append(
             Observation(
                 signature=signature.id,
@@ -314,6 +366,32 @@ def match_lines(
     record = _Record.parse(lines[0], source, 1)
     continuation = [prefixes.parse_line(raw, source, 2 + i).text for i, raw in enumerate(lines[1:])]
     return _matches(signature, record, continuation, TimeoutBudget())
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Line numbers of a block's candidate lines: newlines are counted only up to each candidate line,
+    continuing from the previous one."""
+
+    first: int
+    lineno: int = 0
+    counted_to: int = 0
+
+    def __post_init__(self) -> None:
+        self.lineno = self.first
+
+    def advance(self, data: bytes, start: int) -> int:
+        self.lineno += data.count(b"\n", self.counted_to, start)
+        self.counted_to = start
+        return self.lineno
+
+
+def _line_end(data: bytes, position: int) -> int:
+    """Where the line holding data[position] ends, past its newline (len(data) past the end)."""
+    if position >= len(data):
+        return len(data)
+    newline = data.find(b"\n", position)
+    return len(data) if newline < 0 else newline + 1
 
 
 def _following_lines(data: bytes, line_end: int, count: int) -> list[bytes]:
