@@ -67,14 +67,18 @@ def _nccl(rank: int, pid: int, tid: int, text: str) -> str:
 
 
 def _comm_init(rank: int, ranks: int, pid: int, tid: int, comm: int, channels: int) -> Iterator[str]:
-    """What NCCL_DEBUG=INFO prints when one rank joins one communicator."""
+    """What NCCL_DEBUG=INFO prints when one rank joins one communicator (the network set-up lines only
+    for a process's first one)."""
     local = rank % GPUS_PER_HOST
     bus = f"{(local + 1) * 0x10:x}000"
     comm_id = f"0x5c1e2f3a4b{comm:06x}"
-    yield _nccl(rank, pid, tid, f"Bootstrap : Using ib0:10.1.{rank // 250}.{rank % 250}<0>")
-    yield _nccl(rank, pid, tid, "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
-    yield _nccl(rank, pid, tid, f"NET/IB : Using [0]mlx5_{local}:1/IB [RO]; OOB ib0:10.1.0.{rank % 250}<0>")
-    yield _nccl(rank, pid, tid, "Using network IB")
+    if comm == 0:
+        yield _nccl(rank, pid, tid, f"Bootstrap : Using ib0:10.1.{rank // 250}.{rank % 250}<0>")
+        yield _nccl(rank, pid, tid, "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
+        yield _nccl(
+            rank, pid, tid, f"NET/IB : Using [0]mlx5_{local}:1/IB [RO]; OOB ib0:10.1.0.{rank % 250}<0>"
+        )
+        yield _nccl(rank, pid, tid, "Using network IB")
     yield _nccl(
         rank,
         pid,

@@ -25,6 +25,7 @@ from matcher.reading import prefixes, read
 from matcher.reading.read import ReadLimits, Source
 from matcher.scanning import rejoin
 from matcher.scanning.catalog import Catalog, Signature, convert_fields
+from matcher.scanning.flood import FloodControl, Turn
 from matcher.scanning.prefetch import prefetched
 from matcher.scanning.prefilter import Prefilter
 
@@ -43,13 +44,8 @@ MAX_MATCHES_PER_LINE = 32
 # candidate lines in one source, the rest are skipped before the costly prefix parse. Root and cascade
 # signatures are never skipped, and heads that differ per line (timestamps) never reach the limit.
 CONTEXT_LINES_PER_HEAD = 256
-# A flood of NCCL setup lines (every communicator prints its channels, rings and init lines again) keeps
-# saying what the first few lines per process said. After this many context candidate lines in a row
-# kept nothing new, context keywords go to sleep: per block only the first occurrence of each is looked
-# at, and one that keeps something new wakes them all again from the next line on. Root and cascade
-# signatures are never put to sleep. While awake, a block is scanned in slices of SLICE_BYTES, so that
-# a flood is noticed after a few lines rather than after a whole block.
-QUIET_CONTEXT_LINES = 64
+# Until a flood of context lines is noticed (`matcher.scanning.flood`), a block is scanned in slices of
+# this size, so that the cheaper sampling scan takes over after a few lines rather than a whole block.
 SLICE_BYTES = 64 * 1024
 # Bytes at each end of a source that its content digest covers (see SourceSummary.content_digest).
 DIGEST_EDGE_BYTES = 64 * 1024
@@ -144,9 +140,12 @@ class _SourceScan:
     budget: TimeoutBudget = field(default_factory=TimeoutBudget)
     offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
     head: bytes | None = None
-    kept_context: int = 0  # context observations kept so far
-    quiet: int = 0  # context candidate lines in a row that kept nothing new
-    sampling: bool = False  # context keywords asleep: only their first occurrence per block is looked at
+    flood: FloodControl = field(init=False)
+    small: list[read.Block] | None = field(default_factory=list)  # the blocks while the source is small
+
+    def __post_init__(self) -> None:
+        context = (i for i, s in enumerate(self.catalog.signatures) if s.role == "context")
+        self.flood = FloodControl(frozenset(context))
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
@@ -158,15 +157,15 @@ class _SourceScan:
         position = 0
         while position < len(data):
             # Awake, a region is a slice, so that a flood is noticed early; asleep, the rest of the block.
-            end = len(data) if self.sampling else _line_end(data, position + SLICE_BYTES)
+            end = len(data) if self.flood.sampling else _line_end(data, position + SLICE_BYTES)
             position = self._region(data, position, end, prefilter, cursor)
         # Lines of this block are known for free once the next block says where it starts; only the
         # last block of a source is counted (see `close`).
         if self.last is not None:
             self.lines += block.first_lineno - self.last.first_lineno
         self.last = block
-        if self.size <= rejoin.MAX_SOURCE_BYTES:
-            self._rejoin(block, prefilter)
+        if self.small is not None:  # re-joined at the end, once the source is known to be small
+            self.small = [*self.small, block] if self.size <= rejoin.MAX_SOURCE_BYTES else None
 
     def _region(
         self,
@@ -179,27 +178,28 @@ class _SourceScan:
         """Scans data[begin:end] (whole lines); returns where the next region starts: `end`, or the line
         after the one that put context signatures to sleep or woke them up."""
         region = data[begin:end] if begin or end < len(data) else data
-        sampling = self.sampling
-        for candidate in prefilter.candidates(region, sample_context=sampling):
+        flood = self.flood
+        for candidate in prefilter.candidates(region, sample_context=flood.sampling):
             start, stop = begin + candidate.start, begin + candidate.end
-            lineno = cursor.advance(data, start)
-            active = self._worth_parsing(data, start, candidate.signatures)
-            context = any(self.catalog.signatures[i].role == "context" for i in candidate.signatures)
-            kept_before = self.kept_context
-            if active:
-                self._candidate(data, start, stop, lineno, active)
-            if not context:
+            chosen, had_context = flood.choose(candidate.signatures)
+            if chosen:
+                lineno = cursor.advance(data, start)
+                active = self._worth_parsing(data, start, chosen)
+                looked = [i for i in active if i in flood.context]
+                before = [self.kept_total[self.catalog.signatures[i].id] for i in looked]
+                if active:
+                    self._candidate(data, start, stop, lineno, active)
+            else:
+                looked, before = [], []
+            if not had_context:
                 continue
-            if self.kept_context > kept_before:
-                self.quiet = 0
-                if sampling:  # something new after all: look at every line again from here
-                    self.sampling = False
-                    return stop + 1
-            elif not sampling:
-                self.quiet += 1
-                if self.quiet >= QUIET_CONTEXT_LINES:
-                    self.sampling = True
-                    return stop + 1
+            productive = [
+                index
+                for index, count in zip(looked, before, strict=True)
+                if self.kept_total[self.catalog.signatures[index].id] > count
+            ]
+            if flood.outcome(looked, productive) is not Turn.GO_ON:
+                return stop + 1
         return end
 
     def _candidate(self, data: bytes, start: int, stop: int, lineno: int, active: list[int]) -> None:
@@ -257,7 +257,10 @@ class _SourceScan:
             for index in junction.signatures:
                 self._try(self.catalog.signatures[index], record, [])
 
-    def close(self) -> SourceSummary:
+    def close(self, prefilter: Prefilter) -> SourceSummary:
+        for block in self.small or ():
+            self._rejoin(block, prefilter)
+        self.small = None
         digest = hashlib.blake2b(str(self.size).encode(), digest_size=16)
         digest.update(self.head or b"")
         if self.last is not None:
@@ -314,8 +317,6 @@ class _SourceScan:
             return
         self.kept[writer] += 1
         self.kept_total[signature.id] += 1
-        if signature.role == "context":
-            self.kept_context += 1
         self.observations.append(
             Observation(
                 signature=signature.id,
@@ -429,7 +430,7 @@ def scan(
             done += len(block.data)
             if progress is not None:
                 progress(done)
-        summaries.append(state.close())
+        summaries.append(state.close(prefilter))
         # Multi-line records and re-joined wraps finish late; keep each source's observations in file order.
         observations[first:] = sorted(observations[first:], key=lambda o: o.line.lineno)
     ranks: set[int] = set()
