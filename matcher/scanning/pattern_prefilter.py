@@ -8,9 +8,9 @@ lookarounds, atomic groups and possessive quantifiers, are relaxed so that it ma
 
 The scanner runs its regexes on a line's text with the launcher prefixes peeled off, which is a substring
 of the physical line; so that a pattern matching the text also matches the physical line, every assertion
-tied to where the text starts or ends (`^`, `$`, `\\b`, `\\B`, `\\A`, `\\Z`, `\\z`, `\\G`) is dropped (dropping an
-assertion only widens a pattern) and named groups become plain groups (Hyperscan reports no groups, and
-a signature may reuse a name across alternatives). Superset holds for ASCII lines: the `regex` module runs
+tied to where the text starts or ends (`^`, `$`, `\\b`, `\\B`, `\\A`, `\\Z`, `\\z`, `\\G`) is dropped
+(dropping an assertion only widens a pattern) and named groups become plain groups (Hyperscan reports no
+groups, and a signature may reuse a name across alternatives). Superset holds for ASCII lines: the `regex` module runs
 on decoded text with Unicode classes and case folding, Hyperscan on bytes, so lines holding other bytes
 fall back to keywords (`matcher.scanning.prefilter`). A pattern that still does not compile keeps its
 keywords.
@@ -53,7 +53,7 @@ def hyperscan_pattern(source: str) -> bytes | None:
             if not in_class and escaped in _ASSERTIONS:
                 index += 2
                 continue
-            if escaped in ("p", "P", "N", "X") or escaped.isdigit() and escaped != "0":
+            if escaped in ("p", "P", "N", "X") or (escaped.isdigit() and escaped != "0"):
                 return None  # Unicode properties, named characters, numbered back-references
             out.append(source[index : index + 2])
             index += 2

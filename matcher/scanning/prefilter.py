@@ -294,3 +294,20 @@ class Prefilter:
         also needs its regex to be able to match the line. With `sample_context`, context keywords count
         only at their first occurrence in `data`."""
         return self._backend.candidates(data, sample_context)
+
+
+# Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process
+# that loads catalogs repeatedly does not keep them all.
+_PREFILTER_CACHE = 4
+_prefilters: list[tuple[Catalog, Prefilter]] = []
+
+
+def prefilter_for(catalog: Catalog) -> Prefilter:
+    """The compiled prefilter of a catalog object, built once while it stays among the recent ones."""
+    for known, prefilter in _prefilters:
+        if known is catalog:
+            return prefilter
+    prefilter = Prefilter(catalog)
+    _prefilters.append((catalog, prefilter))
+    del _prefilters[:-_PREFILTER_CACHE]
+    return prefilter
