@@ -54,7 +54,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO, Literal
+from typing import IO, BinaryIO, Literal, cast
 
 from matcher.model import InputError
 from matcher.reading.pathhints import hints_from_path
@@ -64,6 +64,8 @@ from matcher.reading.streams import (
     CountingReader,
     GuardedReader,
     PrefixedReader,
+    RatioGuard,
+    TarMemberReader,
     Utf16ToUtf8Reader,
     as_binary,
     decompressor,
@@ -100,6 +102,7 @@ class ReadLimits:
     max_input_bytes: int = field(default_factory=_max_input_bytes_from_env)
     max_line_bytes: int = 64 * 1024
     max_archive_members: int = 100_000
+    max_folder_files: int = 100_000
     # 1 MiB beats 4-8 MiB by ~20% on a 400 MB log: a block is still in cache when the scanner reads it.
     block_bytes: int = 1024**2
     # Text logs rarely pass 100:1 even with gzip -9; deflate bombs sit near 1000:1.
@@ -128,6 +131,9 @@ class Block:
     source: Source
     data: bytes
     first_lineno: int
+    # Bytes of the stream read so far, when this block was cut: the last block's is what the source
+    # holds (cut lines and removed NUL padding included), which `data` alone does not say.
+    consumed: int = 0
 
 
 Opener = Callable[[], BinaryIO]
@@ -157,6 +163,7 @@ class _Expander:
         self.usable = 0
         self.empty: list[str] = []
         self.unusable: list[str] = []  # one-line reasons, in input order
+        self.seen: dict[tuple[int, int], str] = {}  # (device, inode) of files read -> their name
 
     # ---- entry points -------------------------------------------------------------------------
 
@@ -177,12 +184,15 @@ class _Expander:
 
     def folder(self, root: str) -> Iterator[Source]:
         files: list[tuple[str, str]] = []
+        limit = self.limits.max_folder_files
         for directory, subdirs, names in os.walk(root, onerror=self._walk_error):
             subdirs.sort(key=natural_key)
             for name in sorted(names, key=natural_key):
                 fs_path = os.path.join(directory, name)
                 if os.path.isfile(fs_path):
                     files.append((display_name(os.path.normpath(fs_path)), fs_path))
+            if len(files) > limit:  # refused while listing, before a byte is read
+                raise InputError(f"{display_name(root)}: folder holds more than {limit} files")
         if not files:
             raise InputError(f"{display_name(root)}: folder has no files")
         for display, fs_path in files:
@@ -191,6 +201,9 @@ class _Expander:
     def file(self, name: str, fs_path: str, in_folder: bool = False) -> Iterator[Source]:
         def open_raw() -> BinaryIO:
             return self._open(fs_path, name)
+
+        if self._seen_before(fs_path, name):
+            return
 
         try:
             head = self._sniff_head(open_raw, name)
@@ -205,6 +218,7 @@ class _Expander:
         elif kind == "zip":
             yield from self._zip(name, fs_path)
         elif kind == "tar":
+            self._count_tar_members(name, fs_path)
             yield from self._tar(name, lambda: self._guard(open_raw(), name, charge=True), reopenable=True)
         else:
             yield from self._plain_file(name, fs_path, head, open_raw)
@@ -249,6 +263,19 @@ class _Expander:
                 yield from self._leaf(name, inner_head, _once(name, lambda: self._charged(body, name)))
             return
         yield from self._leaf(name, head, _once(name, lambda: self._charged(rest, name)))
+
+    def _seen_before(self, fs_path: str, name: str) -> bool:
+        """A file named twice, or named and also inside a folder given, is read once."""
+        try:
+            info = os.stat(fs_path)
+        except OSError:
+            return False  # reading it will say what is wrong
+        key = (info.st_dev, info.st_ino)
+        if key in self.seen:
+            log.warning("%s: given more than once; read once (as %s)", name, self.seen[key])
+            return True
+        self.seen[key] = name
+        return False
 
     def finish(self) -> None:
         if self.usable:
@@ -305,6 +332,21 @@ class _Expander:
             archive.close()
             stream.close()
 
+    def _count_tar_members(self, name: str, fs_path: str) -> None:
+        """An uncompressed tar on disk: its headers are walked first (seeking past the data, so this
+        costs milliseconds), and one with too many members is refused before any member is read. A
+        compressed or streamed tar can only be counted while it is read."""
+        limit = self.limits.max_archive_members
+        try:
+            with tarfile.open(fs_path, mode="r:") as archive:
+                for count, _ in enumerate(iter(archive.next, None), start=1):
+                    if count > limit:
+                        raise InputError(f"{name}: more than {limit} archive members")
+        except InputError:
+            raise
+        except Exception:  # damaged or cut archive: the streaming read says what it can
+            return
+
     def _next_member(self, archive: tarfile.TarFile, name: str) -> tarfile.TarInfo | None:
         try:
             return archive.next()
@@ -326,7 +368,7 @@ class _Expander:
         name = f"{archive_name}!{display_name(member.name)}"
         index = cursor.index
         try:
-            extracted = archive.extractfile(member)
+            extracted = _member_stream(archive, member, name)
         except Exception as error:  # e.g. a sparse or otherwise unsupported member in stream mode
             self._skip(name, f"{name}: skipped, unreadable archive member ({one_line(error)})")
             return
@@ -371,7 +413,7 @@ class _Expander:
         for member in archive:
             position += 1
             if position == index:
-                extracted = archive.extractfile(member)
+                extracted = _member_stream(archive, member, name)
                 if extracted is not None:
                     return self._guard(as_binary(extracted), name, charge=False, closers=(stream,))
                 break
@@ -388,14 +430,29 @@ class _Expander:
             archive.close()
             raise InputError(f"{name}: more than {self.limits.max_archive_members} archive members")
         regular = [info for info in infos if not info.is_dir() and not _zip_is_link(info)]
+        guard = RatioGuard(name, os.path.getsize(fs_path), self.limits.max_ratio)
+        first_at: dict[int, str] = {}  # local header offset -> the member name that points there
         try:
             for info in sorted(regular, key=lambda i: natural_key(i.filename)):
-                yield from self._zip_member(name, fs_path, archive, info)
+                if info.header_offset in first_at:
+                    self._skip(
+                        f"{name}!{display_name(info.filename)}",
+                        f"{name}!{display_name(info.filename)}: skipped, the same data as "
+                        f"{first_at[info.header_offset]} (a duplicate zip entry)",
+                    )
+                    continue
+                first_at[info.header_offset] = display_name(info.filename)
+                yield from self._zip_member(name, fs_path, archive, info, guard)
         finally:
             archive.close()
 
     def _zip_member(
-        self, archive_name: str, fs_path: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo
+        self,
+        archive_name: str,
+        fs_path: str,
+        archive: zipfile.ZipFile,
+        info: zipfile.ZipInfo,
+        guard: RatioGuard,
     ) -> Iterator[Source]:
         name = f"{archive_name}!{display_name(info.filename)}"
 
@@ -406,9 +463,9 @@ class _Expander:
                 member = owner.open(info)
             except Exception as error:
                 raise InputError(f"{name}: cannot read zip member ({one_line(error)})") from None
-            return self._guard(
-                as_binary(member), name, charge=charge, compressed_size=lambda: info.compress_size
-            )
+            # The ratio is checked for the whole archive against its size on disk (see RatioGuard): a
+            # member's declared compressed size is the archive's word, not a measurement.
+            return self._guard(as_binary(member), name, charge=charge, archive=guard)
 
         try:
             head = self._sniff_head(lambda: open_member(False), name)
@@ -477,6 +534,7 @@ class _Expander:
         counted: CountingReader | None = None,
         compressed_size: Callable[[], int] | None = None,
         closers: tuple[BinaryIO, ...] = (),
+        archive: RatioGuard | None = None,
     ) -> BinaryIO:
         if counted is not None:
             compressed_size = lambda: counted.count  # noqa: E731
@@ -488,6 +546,7 @@ class _Expander:
                 compressed_size=compressed_size,
                 max_ratio=self.limits.max_ratio,
                 closers=closers,
+                archive=archive,
             )
         )
 
@@ -498,6 +557,8 @@ class _Expander:
         stream = opener()
         try:
             return read_head(stream, SNIFF_BYTES)
+        except OSError as error:  # EIO and friends (`/proc/self/mem`, a failing disk): one line
+            raise InputError(f"{name}: cannot read ({one_line(error)})") from None
         finally:
             stream.close()
 
@@ -518,6 +579,16 @@ class _Cursor:
     """Index of the tar member `iter_sources` is paused on (-1 once the archive is done)."""
 
     index: int = -1
+
+
+def _member_stream(archive: tarfile.TarFile, member: tarfile.TarInfo, name: str) -> BinaryIO | None:
+    """A tar member's data. A plain member is read straight from the archive stream, so that a member
+    cut short (a partial upload, a killed `tar`) keeps all that is there: tarfile's own reader drops a
+    whole read, a block of up to a MiB, when the data ends inside it."""
+    if not member.isreg() or member.issparse():
+        extracted = archive.extractfile(member)
+        return None if extracted is None else as_binary(extracted)
+    return as_binary(TarMemberReader(cast(IO[bytes], archive.fileobj), member.offset_data, member.size, name))
 
 
 def _once(name: str, make: Callable[[], BinaryIO]) -> Opener:
@@ -697,6 +768,7 @@ class _Blocker:
         self.buffer = bytearray(self.cap + self.size)
         self.view = memoryview(self.buffer)
         self.filled = 0  # buffer[:filled]: the carried line start, then the latest read
+        self.consumed = 0  # bytes read from the stream
         self.long_line: _LongLine | None = None
 
     def blocks(self) -> Iterator[Block]:
@@ -705,11 +777,11 @@ class _Blocker:
             block = self._take_whole_lines()
             if block:
                 block = clean_block(block, self.cap)
-                yield Block(self.source, block, lineno)
+                yield Block(self.source, block, lineno, self.consumed)
                 lineno += count_lines(block)
         last = self._unfinished_line()
         if last:
-            yield Block(self.source, clean_block(last + b"\n", self.cap), lineno)
+            yield Block(self.source, clean_block(last + b"\n", self.cap), lineno, self.consumed)
 
     def _unfinished_line(self) -> bytes:
         """What is left at the end of the stream: a last line without its newline."""
@@ -721,6 +793,7 @@ class _Blocker:
         """Read more into the buffer (finishing a long line first); False at the end of the stream."""
         while self.long_line is not None:
             got = _fill(self.stream, self.view[: self.size], self.source.name)
+            self.consumed += got
             if not got:
                 return False
             newline = self.buffer.find(b"\n", 0, got)
@@ -735,6 +808,7 @@ class _Blocker:
                 return True
         want, self.first_read = self.first_read or self.size, 0
         got = _fill(self.stream, self.view[self.filled : self.filled + want], self.source.name)
+        self.consumed += got
         self.filled += got
         return got > 0
 

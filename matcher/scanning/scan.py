@@ -177,15 +177,15 @@ def scan(
         raise
     if scanner.workers is not None:
         scanner.workers.close()
-    observations = [o for found, _ in merged for o in found]
-    summaries = [summary for _, summary in merged]
+    observations = [o for found, _, _ in merged for o in found]
+    summaries = [summary for _, summary, _ in merged]
     ranks: set[int] = set()
     for summary in summaries:
         ranks.update(summary.ranks_seen)
         if summary.rank is not None:
             ranks.add(summary.rank)
     stats = Stats(
-        bytes=sum(s.bytes for s in summaries),
+        bytes=sum(read_bytes for _, _, read_bytes in merged),
         lines=sum(s.lines for s in summaries),
         ranks=len(ranks),
         seconds=time.monotonic() - started,
@@ -193,9 +193,9 @@ def scan(
     return ScanResult(observations=tuple(observations), sources=tuple(summaries), stats=stats)
 
 
-def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], SourceSummary]:
+def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], SourceSummary, int]:
     """One source's pieces -> its observations in file order (line numbers continued from piece to
-    piece, the per-writer caps applied again) and its summary."""
+    piece, the per-writer caps applied again), its summary and the bytes read from it."""
     observations: list[Observation] = []
     base = 0
     for piece in pieces:
@@ -218,13 +218,13 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
         rank=source.rank,
         host=source.host,
         lines=base,
-        bytes=size,
+        bytes=sum(piece.read_bytes for piece in pieces),
         first_time=min(times) if times else None,
         last_time=max(times) if times else None,
         ranks_seen=tuple(sorted({rank for piece in pieces for rank in piece.ranks})),
         content_digest=digest.hexdigest(),
     )
-    return observations, summary
+    return observations, summary, sum(piece.read_bytes for piece in pieces)
 
 
 def _capped(observations: list[Observation]) -> list[Observation]:

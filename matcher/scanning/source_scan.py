@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from matcher.model import FieldValue, Line, Observation
@@ -117,29 +117,19 @@ class Piece:
     ranks: set[int]
     head: bytes  # the start of its first block
     tail: bytes  # the end of its last block
+    read_bytes: int = 0  # bytes of input read (`size` counts them after cleaning: cut lines, NULs)
     seed: Seed | None = None
 
     # Pieces come back from worker processes: observations travel as plain tuples, which pickle at C
     # speed (a dataclass with slots pickles field by field, in Python).
-    def __getstate__(self) -> tuple[object, ...]:
-        packed = [_pack(o) for o in self.observations]
-        return (
-            packed,
-            self.lines,
-            self.size,
-            self.first_time,
-            self.last_time,
-            self.ranks,
-            self.head,
-            self.tail,
-            self.seed,
-        )
+    def __getstate__(self) -> dict[str, object]:
+        state = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "observations"}
+        state["observations"] = [_pack(o) for o in self.observations]
+        return state
 
-    def __setstate__(self, state: tuple[object, ...]) -> None:
-        packed, lines, size, first, last, ranks, head, tail, seed = state
-        self.observations = [_unpack(o) for o in packed]  # type: ignore[attr-defined]
-        self.lines, self.size, self.first_time, self.last_time = lines, size, first, last  # type: ignore[assignment]
-        self.ranks, self.head, self.tail, self.seed = ranks, head, tail, seed  # type: ignore[assignment]
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, [_unpack(o) for o in value] if name == "observations" else value)
 
 
 def _pack(obs: Observation) -> tuple[object, ...]:
@@ -187,6 +177,7 @@ class _SourceScan:
     last: read.Block | None = None
     offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
     head: bytes | None = None
+    read_bytes: int = 0
     flood: FloodControl = field(init=False)
     small: list[read.Block] | None = field(default_factory=list)  # the blocks while the source is small
 
@@ -199,6 +190,7 @@ class _SourceScan:
         if self.head is None:
             self.head = bytes(data[:DIGEST_EDGE_BYTES])
         self.size += len(data)
+        self.read_bytes = block.consumed
         self._finish_pending(data, block.first_lineno)
         cursor = _Cursor(block.first_lineno)
         position = 0
@@ -331,6 +323,7 @@ class _SourceScan:
             ranks=self.ranks,
             head=self.head or b"",
             tail=tail,
+            read_bytes=self.read_bytes,
         )
 
     def seed(self) -> Seed:
