@@ -99,7 +99,8 @@ class _HyperscanBackend:
         def on_context(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
             hits.append((end, screen.context_owners[keyword]))
 
-        screen.rare.scan(data, match_event_handler=on_rare, scratch=screen.rare_scratch)
+        if screen.rare is not None:
+            screen.rare.scan(data, match_event_handler=on_rare, scratch=screen.rare_scratch)
         if sample_context and screen.context_sampled is not None:
             screen.context_sampled.scan(data, match_event_handler=on_context, scratch=screen.sampled_scratch)
         elif screen.context_full is not None:
@@ -158,7 +159,7 @@ class _Screen:
             owners.append((index,))
         screened = set(converted)
         self._add_keywords(keywords, screened, expressions, owners)
-        database, rejected = pattern_prefilter.compiled(tuple(expressions))
+        database, rejected = pattern_prefilter.compiled(tuple(expressions)) if expressions else (None, ())
         if rejected:  # patterns Hyperscan could not take: their signatures keep their keywords
             screened -= {owners[i][0] for i in rejected}
             del expressions[len(converted) :], owners[len(converted) :]
@@ -166,8 +167,8 @@ class _Screen:
             database, rejected = pattern_prefilter.compiled(tuple(expressions))
             if any(i >= len(converted) for i in rejected):
                 raise RuntimeError("a signature keyword does not compile in Hyperscan")
-        self.rare = database
-        self.rare_scratch = hyperscan.Scratch(database)
+        self.rare = database  # None: the catalog has no root or cascade signature
+        self.rare_scratch = hyperscan.Scratch(database) if database is not None else None
         self.rare_owners = owners
         context = [
             _Keyword(k.text, k.caseless, tuple(s for s in k.signatures if signatures[s].role == "context"))

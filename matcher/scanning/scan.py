@@ -79,12 +79,20 @@ class _Slot:
 
 
 class _Scanner:
-    def __init__(self, catalog: Catalog, limits: ReadLimits, progress: Callable[[int], None] | None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        limits: ReadLimits,
+        progress: Callable[[int], None] | None,
+        budget: RegexBudget | None,
+    ) -> None:
         self.catalog = catalog
         self.limits = limits
         self.prefilter: Prefilter = prefilter_for(catalog)
         self.workers_wanted = worker_count()
-        self.budget = RegexBudget((s.id for s in catalog), shared=self.workers_wanted > 1)
+        if budget is not None and not budget.shared:
+            self.workers_wanted = 1  # a budget in this process's memory only: workers could not share it
+        self.budget = budget or RegexBudget((s.id for s in catalog), shared=self.workers_wanted > 1)
         self.workers: Workers | None = None
         self.plain_bytes = 0
         self.done = 0
@@ -161,9 +169,12 @@ def scan(
     catalog: Catalog,
     limits: ReadLimits | None = None,
     progress: Callable[[int], None] | None = None,
+    budget: RegexBudget | None = None,
 ) -> ScanResult:
+    """Scan `sources` (see the module note). `budget`: the diagnosis's regex time budget, when the
+    caller scans in several calls; by default each call is one diagnosis with a budget of its own."""
     started = time.monotonic()
-    scanner = _Scanner(catalog, limits or ReadLimits(), progress)
+    scanner = _Scanner(catalog, limits or ReadLimits(), progress, budget)
     slots: list[_Slot] = []
     try:
         for source in sources:
