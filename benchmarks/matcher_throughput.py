@@ -74,7 +74,8 @@ def _comm_init(rank: int, ranks: int, pid: int, tid: int, comm: int, channels: i
     comm_id = f"0x5c1e2f3a4b{comm:06x}"
     if comm == 0:
         yield _nccl(rank, pid, tid, f"Bootstrap : Using ib0:10.1.{rank // 250}.{rank % 250}<0>")
-        yield _nccl(rank, pid, tid, "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
+        plugin = "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin."
+        yield _nccl(rank, pid, tid, plugin)
         yield _nccl(
             rank, pid, tid, f"NET/IB : Using [0]mlx5_{local}:1/IB [RO]; OOB ib0:10.1.0.{rank % 250}<0>"
         )
@@ -107,8 +108,11 @@ def _comm_init(rank: int, ranks: int, pid: int, tid: int, comm: int, channels: i
     yield _nccl(rank, pid, tid, "Connected all trees")
     yield _nccl(rank, pid, tid, "threadThresholds 8/8/64 | 4096/8/64 | 512 | 512")
     yield _nccl(
-        rank, pid, tid, f"{channels} coll channels, {channels} collnet channels, 0 nvls channels, "
-        f"{channels} p2p channels, {channels} p2p channels per peer"
+        rank,
+        pid,
+        tid,
+        f"{channels} coll channels, {channels} collnet channels, 0 nvls channels, "
+        f"{channels} p2p channels, {channels} p2p channels per peer",
     )
     yield _nccl(
         rank,
@@ -167,7 +171,8 @@ def _xid_failure(ranks: int, step: int) -> Iterator[str]:
             yield "\n"
             yield (
                 f"{_host(rank)}:{4000 + rank}:{4071 + rank} [{rank % 8}] transport/net_ib.cc:1700 NCCL WARN "
-                f"NET/IB : Got completion from peer 10.1.{bad // 250}.{bad % 250}<47001> with status=12 opcode=0 len=0 "
+                f"NET/IB : Got completion from peer 10.1.{bad // 250}.{bad % 250}<47001> with status=12 "
+                "opcode=0 len=0 "
                 "vendor err 129 (Recv) hca mlx5_0\n"
             )
     for rank in range(ranks):
@@ -364,7 +369,12 @@ def _verdict(ok: bool) -> str:
 
 
 def measure(
-    label: str, log: Path, workdir: Path, repeat: int, expect_class: str | None, expect_ranks: list[int] | None
+    label: str,
+    log: Path,
+    workdir: Path,
+    repeat: int,
+    expect_class: str | None,
+    expect_ranks: list[int] | None,
 ) -> dict[str, Any]:
     env = child_environment(workdir)
     _child(log, env)  # warms bytecode, catalog cache and page cache alike for both sides
@@ -389,8 +399,9 @@ def measure(
     print(f"== {label}: {mb:.0f} MB ({size} bytes), best of {repeat} run(s) each")
     print(f"grep -c -F  : {grep_s:6.2f} s  {mb / grep_s:6.0f} MB/s  ({grep_count} matching lines)")
     print(f"diagnosis   : {diag_s:6.2f} s  {mb / diag_s:6.0f} MB/s  (start-up {startup_s:.2f} s included)")
+    per_run = ", ".join(f"{r:.2f}" for r in ratios)
     print(
-        f"ratio       : {ratio:.2f}  (diagnosis / grep throughput; per run {', '.join(f'{r:.2f}' for r in ratios)};"
+        f"ratio       : {ratio:.2f}  (diagnosis / grep throughput; per run {per_run};"
         f" target >= 0.5 {_verdict(ratio >= 0.5)}, stretch >= 1.0 {_verdict(ratio >= 1.0)})"
     )
     print(
@@ -438,10 +449,11 @@ def main() -> None:
                 log = log.with_suffix(".log")
             elif not log.exists():
                 log.mkdir()
-            if not log.exists() or shape.folder and not any(log.iterdir()):
+            if not log.exists() or (shape.folder and not any(log.iterdir())):
                 started = time.perf_counter()
                 shape.write(log, int(size_mb * 1024**2), ranks)
-                print(f"generated {shape.name}: {ranks} ranks in {time.perf_counter() - started:.1f} s: {log}")
+                took = time.perf_counter() - started
+                print(f"generated {shape.name}: {ranks} ranks in {took:.1f} s: {log}")
             label = f"{shape.name} ({ranks} ranks)"
             measure(label, log, workdir, repeat, shape.expect_class, shape.expect_ranks(ranks))
             if args.keep is None:

@@ -10,10 +10,10 @@ The scanner runs its regexes on a line's text with the launcher prefixes peeled 
 of the physical line; so that a pattern matching the text also matches the physical line, every assertion
 tied to where the text starts or ends (`^`, `$`, `\\b`, `\\B`, `\\A`, `\\Z`, `\\z`, `\\G`) is dropped
 (dropping an assertion only widens a pattern) and named groups become plain groups (Hyperscan reports no
-groups, and a signature may reuse a name across alternatives). Superset holds for ASCII lines: the `regex` module runs
-on decoded text with Unicode classes and case folding, Hyperscan on bytes, so lines holding other bytes
-fall back to keywords (`matcher.scanning.prefilter`). A pattern that still does not compile keeps its
-keywords.
+groups, and a signature may reuse a name across alternatives). Superset holds for ASCII lines: the
+`regex` module runs on decoded text with Unicode classes and case folding, Hyperscan on bytes, so lines
+holding other bytes fall back to keywords (`matcher.scanning.prefilter`). A pattern that still does not
+compile keeps its keywords.
 
 Compiling the ~190 patterns takes about a second, so the serialized database is kept in the start-up
 cache (`matcher.scanning.catalog_cache`), keyed by the patterns and the Hyperscan version.

@@ -17,10 +17,13 @@ millions).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import regex
 
 from matcher.model import FieldValue, Line, Observation
 from matcher.reading import prefixes, read
@@ -52,14 +55,16 @@ SLICE_BYTES = 64 * 1024
 DIGEST_EDGE_BYTES = 64 * 1024
 
 
-def match_all(signature: Signature, text: str, budget: RegexBudget) -> list[dict[str, FieldValue]]:
+def match_all(
+    signature: Signature, text: str, budget: RegexBudget, pattern: regex.Pattern[str] | None = None
+) -> list[dict[str, FieldValue]]:
     """Fields of every distinct match in text (a pasted line may join several messages); empty when
-    nothing matches or the regex runs out of time."""
+    nothing matches or the regex runs out of time. `pattern`: the signature's, when the caller has it."""
     found: list[dict[str, FieldValue]] = []
     if not budget.allows(signature.id):
         return found
     try:
-        for match in signature.pattern.finditer(text, timeout=REGEX_TIMEOUT_S):
+        for match in (pattern or signature.pattern).finditer(text, timeout=REGEX_TIMEOUT_S):
             fields = convert_fields(match.groupdict())
             if fields not in found:
                 found.append(fields)
@@ -72,15 +77,22 @@ def match_all(signature: Signature, text: str, budget: RegexBudget) -> list[dict
 
 @dataclass(slots=True)
 class _Record:
-    """One candidate physical line: its attributed fragments (usually one) and its whole decoded text."""
+    """One candidate physical line: its attributed fragments (usually one) and its whole decoded text
+    (decoded only when needed: when no fragment matched)."""
 
     segments: tuple[Line, ...]
-    whole: str
+    raw: bytes
+    _whole: str | None = None
 
     @classmethod
     def parse(cls, raw: bytes, source: Source, lineno: int) -> _Record:
-        segments = prefixes.parse_segments(raw, source, lineno)
-        return cls(segments, raw.decode("utf-8", errors="replace").rstrip("\r"))
+        return cls(prefixes.parse_segments(raw, source, lineno), raw)
+
+    @property
+    def whole(self) -> str:
+        if self._whole is None:
+            self._whole = self.raw.decode("utf-8", errors="replace").rstrip("\r")
+        return self._whole
 
 
 @dataclass(slots=True)
@@ -123,7 +135,7 @@ class Piece:
     # Pieces come back from worker processes: observations travel as plain tuples, which pickle at C
     # speed (a dataclass with slots pickles field by field, in Python).
     def __getstate__(self) -> dict[str, object]:
-        state = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "observations"}
+        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "observations"}
         state["observations"] = [_pack(o) for o in self.observations]
         return state
 
@@ -396,11 +408,15 @@ def _matches(
     (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
     still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
 
+    pattern = signature.pattern
+
     def attempt(text: str) -> list[dict[str, FieldValue]]:
-        return match_all(signature, "\n".join([text, *continuation]) if continuation else text, budget)
+        return match_all(
+            signature, "\n".join([text, *continuation]) if continuation else text, budget, pattern
+        )
 
     found: list[tuple[Line, dict[str, FieldValue]]] = []
-    wanted = len(signature.pattern.groupindex)
+    wanted = len(pattern.groupindex)
     for segment in record.segments:
         matches = attempt(segment.text)
         if segment.raw and segment.raw != segment.text and (not matches or len(matches[0]) < wanted):
