@@ -38,6 +38,8 @@ class Turn(Enum):
 class FloodControl:
     context: frozenset[int]  # catalog indices of the context signatures
     sampling: bool = False
+    # Sampling for good, whatever a line says: a span scanned on a guess (see `source_scan.settles`).
+    held: bool = False
     quiet: int = 0
     quiet_of: Counter[int] = field(default_factory=Counter)
     dozing: set[int] = field(default_factory=set)
@@ -70,6 +72,8 @@ class FloodControl:
                 self.quiet_of[index] += 1
                 if self.quiet_of[index] >= QUIET_PER_SIGNATURE:
                     self.dozing.add(index)
+        if self.held:
+            return Turn.GO_ON
         if productive:
             self.quiet = 0
             if self.sampling:

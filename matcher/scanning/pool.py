@@ -64,16 +64,14 @@ class Workers:
         self,
         source: Source,
         span: Span | None,
-        seed: Seed | None,
-        give_seed: bool,
+        seed: Seed | None = None,
+        give_seed: bool = False,
+        guess: bool = False,
         done: Callable[[Piece], None] | None = None,
-        failed: Callable[[BaseException], None] | None = None,
     ) -> multiprocessing.pool.AsyncResult[Piece]:
         # The opener is a closure of the reader: workers open the file from its path instead.
         portable = replace(source, opener=_unopenable)
-        return self._pool.apply_async(
-            _scan, (portable, span, seed, give_seed), callback=done, error_callback=failed
-        )
+        return self._pool.apply_async(_scan, (portable, span, seed, give_seed, guess), callback=done)
 
     def close(self, *, abandon: bool = False) -> None:
         """Let the workers finish and exit (`abandon`: stop them now, after a failure)."""
@@ -89,7 +87,7 @@ def _start(catalog: Catalog, limits: ReadLimits, budget: RegexBudget) -> None:
     _job = (catalog, limits, budget)
 
 
-def _scan(source: Source, span: Span | None, seed: Seed | None, give_seed: bool) -> Piece:
+def _scan(source: Source, span: Span | None, seed: Seed | None, give_seed: bool, guess: bool) -> Piece:
     if _job is None:  # pragma: no cover - the initializer always ran
         raise RuntimeError("scan worker was not started")
     catalog, limits, budget = _job
@@ -103,6 +101,7 @@ def _scan(source: Source, span: Span | None, seed: Seed | None, give_seed: bool)
         span=span or whole,
         seed=seed,
         give_seed=give_seed,
+        guess=guess,
     )
 
 

@@ -4,12 +4,14 @@ Interface: `scan(sources, catalog, limits, progress=None) -> ScanResult`.
 
 Each source is scanned by `matcher.scanning.source_scan`, in input order, as the reader yields it
 (archive members and stdin stream once). A plain file larger than FIRST_SPAN_BYTES is cut at line
-boundaries into spans (`read.plan_spans`): the first span is scanned first and hands what it learned (full
-writers, sleeping context signatures) to the others, which can then run side by side. Once the plain
-bytes seen reach PARALLEL_MIN_BYTES, plain files and spans go to worker processes (`matcher.scanning.pool`)
-while this process scans the rest; pieces are merged per source in file order, and the per-writer caps
-are applied again over the merged observations. The spans, the seeds and so the result are the same
-whether one worker or eight run them. Flight Recorder sources are skipped: the pipeline reads them.
+boundaries into spans (`read.plan_spans`): the first span hands what it learned (full writers, sleeping
+context signatures) to the others. Once the plain bytes seen reach PARALLEL_MIN_BYTES, plain files and
+spans go to worker processes (`matcher.scanning.pool`) while this process scans the rest; there the
+later spans do not wait for the first: they are scanned on a guess at once and again from the first
+span's seed only where the guess proves wrong (`source_scan.settles`). Pieces are merged per source in
+file order, and the per-writer caps are applied again over the merged observations. The spans, the seeds
+and so the result are the same whether one worker or eight run them. Flight Recorder sources are
+skipped: the pipeline reads them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from matcher.scanning.source_scan import (
     Seed,
     match_lines,
     scan_piece,
+    settles,
 )
 
 # Re-exported: the caps belong to the scanner's contract (the analysis reads MAX_PER_WRITER).
@@ -63,19 +66,20 @@ class _Slot:
 
     source: Source
     pieces: list[Piece | AsyncResult[Piece]] = field(default_factory=list)
-    # A split file scanned by workers: its other spans are submitted once the first span's seed is back.
-    rest_submitted: threading.Event | None = None
-    rest: list[AsyncResult[Piece]] = field(default_factory=list)
-    failure: list[BaseException] = field(default_factory=list)
+    # A split file scanned by workers: its later spans, scanned on a guess while the first one runs.
+    guesses: list[tuple[Span, AsyncResult[Piece]]] = field(default_factory=list)
 
-    def results(self) -> list[Piece]:
+    def results(self, rescan: Callable[[Span, Seed], AsyncResult[Piece]]) -> list[Piece]:
         got = [p.get() if isinstance(p, AsyncResult) else p for p in self.pieces]
-        if self.rest_submitted is not None:
-            self.rest_submitted.wait()
-            if self.failure:
-                raise self.failure[0]
-            got += [r.get() for r in self.rest]
-        return got
+        if not self.guesses:
+            return got
+        seed = got[0].seed
+        assert seed is not None
+        checked: list[Piece | AsyncResult[Piece]] = []
+        for span, pending in self.guesses:
+            guess = pending.get()
+            checked.append(guess if settles(seed, guess) else rescan(span, seed))
+        return got + [p.get() if isinstance(p, AsyncResult) else p for p in checked]
 
 
 class _Scanner:
@@ -137,28 +141,24 @@ class _Scanner:
         )
 
     def _submit(self, slot: _Slot, spans: list[Span]) -> None:
+        """Plain files to the workers. The later spans of a split file do not wait for the first one:
+        they are scanned on a guess at once (`source_scan.settles`), and again from the first span's seed
+        only where the guess turns out wrong, so the result is the same as waiting."""
         workers = self.workers
         assert workers is not None
-        source = slot.source
+        source, done = slot.source, self._piece_done
         if len(spans) <= 1:
-            slot.pieces = [workers.submit(source, None, None, False, done=self._piece_done)]
+            slot.pieces = [workers.submit(source, None, done=done)]
             return
-        slot.rest_submitted = threading.Event()
-        submitted = slot.rest_submitted
+        slot.pieces = [workers.submit(source, spans[0], give_seed=True, done=done)]
+        slot.guesses = [(span, workers.submit(source, span, guess=True, done=done)) for span in spans[1:]]
 
-        def first_done(piece: Piece) -> None:
-            self._piece_done(piece)
-            try:
-                for span in spans[1:]:
-                    slot.rest.append(workers.submit(source, span, piece.seed, False, done=self._piece_done))
-            finally:
-                submitted.set()
+    def rescan(self, source: Source) -> Callable[[Span, Seed], AsyncResult[Piece]]:
+        def again(span: Span, seed: Seed) -> AsyncResult[Piece]:
+            assert self.workers is not None  # guesses are only made by workers
+            return self.workers.submit(source, span, seed)
 
-        def first_failed(error: BaseException) -> None:
-            slot.failure.append(error)
-            submitted.set()
-
-        slot.pieces = [workers.submit(source, spans[0], None, True, done=first_done, failed=first_failed)]
+        return again
 
     def _piece_done(self, piece: Piece) -> None:
         self.progress(piece.size)
@@ -181,7 +181,7 @@ def scan(
             if source.kind != "text":
                 continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
             slots.append(scanner.slot(source))
-        merged = [_merge(slot.source, slot.results()) for slot in slots]
+        merged = [_merge(slot.source, slot.results(scanner.rescan(slot.source))) for slot in slots]
     except BaseException:
         if scanner.workers is not None:
             scanner.workers.close(abandon=True)

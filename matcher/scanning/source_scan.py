@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -93,6 +93,22 @@ class _Record:
         if self._whole is None:
             self._whole = self.raw.decode("utf-8", errors="replace").rstrip("\r")
         return self._whole
+
+
+_recent_roles: list[tuple[Catalog, frozenset[int], dict[str, int]]] = []
+
+
+def _roles(catalog: Catalog) -> tuple[frozenset[int], dict[str, int]]:
+    """The catalog's context signature indices and its id -> index map, built once per catalog (a
+    bundle of a thousand small files creates a thousand scan states)."""
+    for known, context, index in _recent_roles:
+        if known is catalog:
+            return context, index
+    context = frozenset(i for i, s in enumerate(catalog.signatures) if s.role == "context")
+    index = {s.id: i for i, s in enumerate(catalog.signatures)}
+    _recent_roles.append((catalog, context, index))
+    del _recent_roles[:-4]
+    return context, index
 
 
 @dataclass(slots=True)
@@ -193,9 +209,12 @@ class _SourceScan:
     flood: FloodControl = field(init=False)
     small: list[read.Block] | None = field(default_factory=list)  # the blocks while the source is small
 
+    fresh: set[int] = field(default_factory=set)  # signatures that kept an observation on this line
+    index: dict[str, int] = field(init=False)  # signature id -> catalog index
+
     def __post_init__(self) -> None:
-        context = (i for i, s in enumerate(self.catalog.signatures) if s.role == "context")
-        self.flood = FloodControl(frozenset(context))
+        context, self.index = _roles(self.catalog)
+        self.flood = FloodControl(context)
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
@@ -233,22 +252,17 @@ class _SourceScan:
         for candidate in prefilter.candidates(region, sample_context=flood.sampling):
             start, stop = begin + candidate.start, begin + candidate.end
             chosen, had_context = flood.choose(candidate.signatures)
+            looked: list[int] = []
+            self.fresh.clear()
             if chosen:
                 lineno = cursor.advance(data, start)
-                active = self._worth_parsing(data, start, chosen)
-                looked = [i for i in active if i in flood.context]
-                before = [self.kept_total[self.catalog.signatures[i].id] for i in looked]
+                active = self._worth_parsing(data, start, chosen) if had_context else chosen
                 if active:
                     self._candidate(data, start, stop, lineno, active)
-            else:
-                looked, before = [], []
+                looked = [i for i in active if i in flood.context] if had_context else looked
             if not had_context:
                 continue
-            productive = [
-                index
-                for index, count in zip(looked, before, strict=True)
-                if self.kept_total[self.catalog.signatures[index].id] > count
-            ]
+            productive = [i for i in looked if i in self.fresh]
             if flood.outcome(looked, productive) is not Turn.GO_ON:
                 return stop + 1
         return end
@@ -269,11 +283,9 @@ class _SourceScan:
             else:
                 self._try(signature, record, texts)
 
-    def _worth_parsing(self, data: bytes, start: int, signatures: Iterable[int]) -> list[int]:
-        """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD)."""
-        signatures = list(signatures)
-        if all(self.catalog.signatures[index].role != "context" for index in signatures):
-            return signatures  # root and cascade lines are always parsed: no head to find
+    def _worth_parsing(self, data: bytes, start: int, signatures: list[int]) -> list[int]:
+        """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD);
+        called for lines with a context signature (root and cascade lines are always parsed)."""
         # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
         # of one process, while heads that start with a clock (syslog, glog) change every second.
         end = start
@@ -283,8 +295,9 @@ class _SourceScan:
                 break
         head = data[start:end] if end > start else b""
         active = []
+        context = self.flood.context
         for index in signatures:
-            if head and self.catalog.signatures[index].role == "context":
+            if head and index in context:
                 key = (index, head)
                 self.offered[key] += 1
                 if self.offered[key] > CONTEXT_LINES_PER_HEAD:
@@ -383,11 +396,12 @@ class _SourceScan:
             self._keep(signature, line, fields)
 
     def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
-        writer = (signature.id, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
+        writer = writer_of(signature.id, line, fields)
         if self.kept[writer] >= MAX_PER_WRITER or self.kept_total[signature.id] >= MAX_PER_SOURCE:
             return
         self.kept[writer] += 1
         self.kept_total[signature.id] += 1
+        self.fresh.add(self.index[signature.id])
         self.observations.append(
             Observation(
                 signature=signature.id,
@@ -399,6 +413,28 @@ class _SourceScan:
                 symptom=signature.symptom,
             )
         )
+
+
+def writer_of(signature_id: str, line: Line, fields: Mapping[str, FieldValue]) -> tuple[object, ...]:
+    """What tells the processes apart that the caps count per (see MAX_PER_WRITER)."""
+    return (signature_id, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
+
+
+def settles(seed: Seed, guess: Piece) -> bool:
+    """Whether a span scanned on a guess, before its file's first span was done, came out as it would
+    have from that span's seed. The guess samples from its first line and never wakes; a run from the
+    seed samples the same lines as long as none of them says something new to the seed, so it is the
+    same run when the seed ended sampling and every context observation of the guess belongs to a
+    writer the seed already has in full (what else differs, the caps, is applied again at the merge)."""
+    if not seed.flood.sampling:
+        return False
+    for obs in guess.observations:
+        if obs.role != "context":
+            continue
+        full = seed.kept[writer_of(obs.signature, obs.line, obs.fields)] >= MAX_PER_WRITER
+        if not full and seed.kept_total[obs.signature] < MAX_PER_SOURCE:
+            return False
+    return True
 
 
 def _matches(
@@ -493,15 +529,19 @@ def scan_piece(
     span: Span | None = None,
     seed: Seed | None = None,
     give_seed: bool = False,
+    guess: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Piece:
     """Scan a whole source, or one span of a plain file (`seed`: the first span's, for the others;
-    `give_seed`: return this span's for them)."""
+    `give_seed`: return this span's for them; `guess`: a later span scanned before the first span is
+    done, sampling context lines throughout, to be checked with `settles`)."""
     state = _SourceScan(source, catalog, [], budget)
     if span is not None and (span.begin or span.end is not None):
         state.small = None  # re-joining wraps is for small pasted sources, never for spans of a big file
     if seed is not None:
         state.plant(seed)
+    if guess:
+        state.flood.sampling = state.flood.held = True
     for block in prefetched(read.iter_blocks(source, limits, span)):
         state.block(block, prefilter)
         if progress is not None:
