@@ -630,6 +630,7 @@ def natural_key(text: str) -> tuple[tuple[int, str | int], ...]:
 
 # ---- blocks ------------------------------------------------------------------------------------
 
+_FIRST_BUFFER_BYTES = 64 * 1024
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
 
@@ -765,7 +766,9 @@ class _Blocker:
         self.stream = stream
         self.cap = max(limits.max_line_bytes, 1)
         self.size = max(limits.block_bytes, 1)
-        self.buffer = bytearray(self.cap + self.size)
+        # Small to start with: most files of a bundle are small, and a full buffer (about a MiB, zeroed)
+        # per file costs more than reading it; it grows on the first read that fills it.
+        self.buffer = bytearray(min(self.cap + self.size, _FIRST_BUFFER_BYTES))
         self.view = memoryview(self.buffer)
         self.filled = 0  # buffer[:filled]: the carried line start, then the latest read
         self.consumed = 0  # bytes read from the stream
@@ -791,6 +794,8 @@ class _Blocker:
 
     def _next_read(self) -> bool:
         """Read more into the buffer (finishing a long line first); False at the end of the stream."""
+        if self.long_line is not None:
+            self._grow()
         while self.long_line is not None:
             got = _fill(self.stream, self.view[: self.size], self.source.name)
             self.consumed += got
@@ -807,10 +812,21 @@ class _Blocker:
                 self.filled = len(head) + len(rest)
                 return True
         want, self.first_read = self.first_read or self.size, 0
-        got = _fill(self.stream, self.view[self.filled : self.filled + want], self.source.name)
+        end = self.filled + want
+        got = _fill(self.stream, self.view[self.filled : min(end, len(self.buffer))], self.source.name)
+        if self.filled + got == len(self.buffer) < end:  # the small buffer is full: grow, read the rest
+            self._grow()
+            got += _fill(self.stream, self.view[self.filled + got : end], self.source.name)
         self.consumed += got
         self.filled += got
         return got > 0
+
+    def _grow(self) -> None:
+        full = self.cap + self.size
+        if len(self.buffer) < full:
+            self.view.release()
+            self.buffer.extend(bytes(full - len(self.buffer)))
+            self.view = memoryview(self.buffer)
 
     def _take_whole_lines(self) -> bytes:
         """The buffer's whole lines as bytes; the unfinished line stays behind (or becomes a long line)."""
