@@ -225,11 +225,44 @@ def parse_line(raw: bytes, source: Source, lineno: int, *, year: int | None = No
 
 def parse_segments(raw: bytes, source: Source, lineno: int, *, year: int | None = None) -> tuple[Line, ...]:
     """Every meaningful fragment of a physical line (see the module note), in order. Never raises."""
+    plain = _plain_nccl_line(raw, source, lineno)
+    if plain is not None:
+        return (plain,)
     try:
         fragments = _fragments(_decode(raw)) or [""]
         return tuple(_attribute(fragment, source, lineno, _year(year, source)) for fragment in fragments)
     except Exception:
         return (parse_line(raw, source, lineno, year=year),)
+
+
+_NCCL_LINE = re.compile(r"([A-Za-z][\w.%-]{0,62}):(\d{1,10}):\d{1,10} \[\d{1,3}\] (?=NCCL )")
+_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})
+_NOT_PLAIN = (b"\r", b"\n", b"\x00", b"\x1b", b"%|", b"[rank", b"[default")
+
+
+def _plain_nccl_line(raw: bytes, source: Source, lineno: int) -> Line | None:
+    """The common case in one step: a line that is nothing but an NCCL header and its message (no
+    launcher prefix, splice, progress bar, `\r` rewrite or escape), which `_peel` would take apart into
+    the same `Line` at several times the cost (NCCL_DEBUG=INFO logs are mostly such lines). None when the
+    line is anything else."""
+    if any(mark in raw for mark in _NOT_PLAIN):
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    header = _NCCL_LINE.match(text)
+    # A host named like a log level would be peeled as a Python logging prefix first.
+    if header is None or header.group(1) in _LEVELS or text.find("] NCCL ", header.end()) >= 0:
+        return None
+    message = text[header.end() :]
+    found = _Found(host=header.group(1), pid=int(header.group(2)))
+    return Line(
+        source=source.name,
+        lineno=lineno,
+        text=message,
+        raw=text[:RAW_CAP],
+        rank=_global_rank(found, message, source),
+        host=found.host,
+        pid=found.pid,
+    )
 
 
 def _year(year: int | None, source: Source) -> int | None:
