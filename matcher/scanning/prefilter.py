@@ -99,12 +99,19 @@ class _HyperscanBackend:
         def on_context(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
             hits.append((end, screen.context_owners[keyword]))
 
-        if screen.rare is not None:
-            screen.rare.scan(data, match_event_handler=on_rare, scratch=screen.rare_scratch)
-        if sample_context and screen.context_sampled is not None:
-            screen.context_sampled.scan(data, match_event_handler=on_context, scratch=screen.sampled_scratch)
-        elif screen.context_full is not None:
-            screen.context_full.scan(data, match_event_handler=on_context, scratch=screen.context_scratch)
+        def on_either(expression: int, start: int, end: int, flags: int, context: Any) -> None:
+            hits.append((end, screen.sampler_owners[expression]))
+
+        if sample_context and screen.sampler is not None:  # one pass for both: most of a large log
+            screen.sampler.scan(data, match_event_handler=on_either, scratch=screen.sampler_scratch)
+        else:
+            if screen.rare is not None:
+                screen.rare.scan(data, match_event_handler=on_rare, scratch=screen.rare_scratch)
+            if sample_context and screen.context_sampled is not None:
+                scratch = screen.sampled_scratch
+                screen.context_sampled.scan(data, match_event_handler=on_context, scratch=scratch)
+            elif screen.context_full is not None:
+                screen.context_full.scan(data, match_event_handler=on_context, scratch=screen.context_scratch)
         if not data.isascii():
             hits.extend(self._keyword_hits_off_ascii(data))
         hits.sort(key=_first)
@@ -181,6 +188,24 @@ class _Screen:
         self.context_scratch = hyperscan.Scratch(self.context_full) if self.context_full else None
         self.sampled_scratch = hyperscan.Scratch(self.context_sampled) if self.context_sampled else None
         self.screened_owners = [tuple(s for s in k.signatures if s in screened) for k in keywords]
+        # Sampling needs both at once: the rare expressions and the first occurrence of each context
+        # keyword, in one database (one pass over the block instead of two).
+        self.sampler, self.sampler_owners, self.sampler_scratch = None, self.rare_owners, None
+        if database is not None and context:
+            kept = [e for i, e in enumerate(expressions) if i not in set(rejected)]
+            sampled = [
+                (
+                    re.escape(k.text),
+                    hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if k.caseless else 0),
+                )
+                for k in context
+            ]
+            sampler, refused = pattern_prefilter.compiled((*kept, *sampled))
+            if not refused:
+                self.sampler = sampler
+                self.sampler_owners = [o for i, o in enumerate(owners) if i not in set(rejected)]
+                self.sampler_owners += self.context_owners
+                self.sampler_scratch = hyperscan.Scratch(sampler)
 
     def _add_keywords(
         self,
