@@ -79,7 +79,8 @@ SourceKind = Literal["text", "flight-recorder"]
 ENV_MAX_INPUT_BYTES = "NCCLBOT_MAX_INPUT_BYTES"
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024**3
 STDIN_NAME = "<stdin>"
-TAR_BUFFER = 1024 * 1024  # tarfile's 10 KiB default makes one Python call per 10 KiB of a big bundle
+TAR_BUFFER = 64 * 1024  # tarfile copies its whole buffer on every read: small enough for many small members,
+# large enough that a big member is not one Python call per 10 KiB (the default)
 
 log = logging.getLogger("ncclbot.read")
 
