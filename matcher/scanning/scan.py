@@ -16,7 +16,6 @@ skipped: the pipeline reads them.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections import Counter
@@ -37,6 +36,7 @@ from matcher.scanning.source_scan import (
     MAX_PER_WRITER,
     Piece,
     Seed,
+    content_digest,
     match_lines,
     scan_piece,
     settles,
@@ -220,9 +220,7 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
     if len(pieces) > 1:
         observations = _capped(observations)
     size = sum(piece.size for piece in pieces)
-    digest = hashlib.blake2b(str(size).encode(), digest_size=16)
-    digest.update(pieces[0].head)
-    digest.update(pieces[-1].tail)
+    digest = pieces[0].digest or content_digest(size, pieces[0].head, pieces[-1].tail)
     times = [t for piece in pieces for t in (piece.first_time, piece.last_time) if t is not None]
     summary = SourceSummary(
         name=source.name,
@@ -233,7 +231,7 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
         first_time=min(times) if times else None,
         last_time=max(times) if times else None,
         ranks_seen=tuple(sorted({rank for piece in pieces for rank in piece.ranks})),
-        content_digest=digest.hexdigest(),
+        content_digest=digest,
     )
     return observations, summary, sum(piece.read_bytes for piece in pieces)
 

@@ -18,6 +18,7 @@ millions).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,7 @@ class Piece:
     head: bytes  # the start of its first block
     tail: bytes  # the end of its last block
     read_bytes: int = 0  # bytes of input read (`size` counts them after cleaning: cut lines, NULs)
+    digest: str | None = None  # the content digest, when the piece is a whole source
     seed: Seed | None = None
 
     # Pieces come back from worker processes: observations travel as plain tuples, which pickle at C
@@ -415,6 +417,15 @@ class _SourceScan:
         )
 
 
+def content_digest(size: int, head: bytes, tail: bytes) -> str:
+    """A source's `SourceSummary.content_digest`: its size, the start of its first block and the end of
+    its last one."""
+    digest = hashlib.blake2b(str(size).encode(), digest_size=16)
+    digest.update(head)
+    digest.update(tail)
+    return digest.hexdigest()
+
+
 def writer_of(signature_id: str, line: Line, fields: Mapping[str, FieldValue]) -> tuple[object, ...]:
     """What tells the processes apart that the caps count per (see MAX_PER_WRITER)."""
     return (signature_id, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
@@ -553,4 +564,13 @@ def scan_piece(
     piece = state.finish(prefilter, following)
     if give_seed:
         piece.seed = state.seed()
+    # What the merge needs of the edges, no more (pieces of a thousand files wait in memory there): a
+    # whole source's digest, else the first span's head and the last span's tail.
+    whole = span is None or (span.begin == 0 and span.end is None)
+    if whole:
+        piece.digest = content_digest(piece.size, piece.head, piece.tail)
+        piece.head = piece.tail = b""
+    elif span is not None:
+        piece.head = piece.head if span.begin == 0 else b""
+        piece.tail = piece.tail if span.end is None else b""
     return piece
