@@ -1,5 +1,7 @@
-"""Secrets out of evidence: log lines quoted in a diagnosis are printed, stored and posted to chat,
-and training logs often echo environment dumps, launch commands and URLs with credentials in them.
+"""Untrusted text made safe to show and store: secrets out, terminal control characters out.
+
+Log lines quoted in a diagnosis are printed, stored and posted to chat, and training logs often echo
+environment dumps, launch commands and URLs with credentials in them.
 
 `redact(text)` replaces what looks like a credential with `[REDACTED]` and keeps everything around it, so
 the evidence still reads. The rules are data (`secrets.toml`: known token formats, `KEY=value` where the
@@ -9,12 +11,16 @@ and ordinary lines that must survive; a test runs them all.
 Redaction must run on the whole text before any cut: a token cut in half by an excerpt limit no longer
 looks like a token. `redact` also masks a token *prefix* that ends the text (`...ghp_abc`), because texts
 that reach it may already have been capped by the reader.
+
+`strip_controls(text)` is the one function every renderer (terminal text, JSON, Slack) and the store use
+for control characters: escape sequences, C0/C1 controls, bidi overrides and other invisible format
+characters. Log text, host names and file names can carry any of them.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+import unicodedata
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -79,6 +85,41 @@ def _cut_tail() -> regex.Pattern[str]:
     )
 
 
+# Whole escape sequences go, not just their ESC: CSI (7-bit and the C1 byte 0x9b), OSC (title, hyperlink)
+# up to BEL or ST, and the two-character escapes.
+_ESCAPES = regex.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[ -~]?"
+)
+
+
+def strip_controls(text: str, keep: str = "\t") -> str:
+    """`text` without terminal escape sequences and invisible control characters.
+
+    Controls (C0, DEL, C1) and line/paragraph separators become a space, so words stay apart; format
+    characters (bidi embeddings, overrides and isolates, zero-width characters, BOM) are removed, so a
+    name cannot display reversed; lone surrogates (undecodable bytes) become U+FFFD. Characters in `keep`
+    (by default the tab; pass "\t\n" for multi-line text) are left alone.
+    """
+    if text.isprintable():  # the common case, answered in C
+        return text
+    text = _ESCAPES.sub("", text)
+    out = []
+    for char in text:
+        if char.isprintable() or char in keep:
+            out.append(char)
+            continue
+        category = unicodedata.category(char)
+        if category in ("Cc", "Zl", "Zp"):
+            out.append(" ")
+        elif category == "Cs":
+            out.append("\ufffd")
+        elif category == "Cf":
+            continue
+        else:  # other separators (no-break space), private use, unassigned: visible or harmless
+            out.append(char)
+    return "".join(out)
+
+
 def _mask_value(match: regex.Match[str]) -> str:
     value = match.group("value")
     if value == MASK or value.strip("\"'") == MASK:
@@ -107,33 +148,33 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_value(value: FieldValue) -> FieldValue:
-    return redact(value) if isinstance(value, str) else value
+def clean(text: str) -> str:
+    """Secrets masked and control characters removed: what may be shown or stored of untrusted text."""
+    return strip_controls(redact(text))
 
 
-def redact_facts(facts: Mapping[str, FieldValue]) -> dict[str, FieldValue]:
-    """Extracted values go into runbooks (prose and suggested commands) and the store: a peer written
-    as `https://user:password@10.0.0.2` must arrive there without its password."""
-    return {name: redact_value(value) for name, value in facts.items()}
+def clean_value(value: FieldValue) -> FieldValue:
+    return clean(value) if isinstance(value, str) else value
 
 
 def redact_diagnosis(diagnosis: Diagnosis) -> Diagnosis:
     """The same diagnosis with every quoted log text, extracted value, culprit host and free-text reason
-    redacted."""
+    redacted and stripped of control characters (a host name with an escape sequence or a bidi override
+    in it is not a host name)."""
     scores = tuple(
-        replace(score, evidence=tuple(replace(e, text=redact(e.text)) for e in score.evidence))
+        replace(score, evidence=tuple(replace(e, text=clean(e.text)) for e in score.evidence))
         for score in diagnosis.diagnoses
     )
     culprit: Culprit | None = diagnosis.culprit
     if culprit is not None:
-        culprit = replace(
-            culprit, reason=redact(culprit.reason), hosts=tuple(redact(h) for h in culprit.hosts)
-        )
-    reason = redact(diagnosis.no_culprit_reason) if diagnosis.no_culprit_reason else None
+        culprit = replace(culprit, reason=clean(culprit.reason), hosts=tuple(clean(h) for h in culprit.hosts))
+    reason = clean(diagnosis.no_culprit_reason) if diagnosis.no_culprit_reason else None
     return replace(
         diagnosis,
         diagnoses=scores,
         culprit=culprit,
         no_culprit_reason=reason,
-        facts=redact_facts(diagnosis.facts),
+        # Extracted values go into runbooks (prose and suggested commands) and the store: a peer written
+        # as `https://user:password@10.0.0.2` must arrive there without its password.
+        facts={name: clean_value(value) for name, value in diagnosis.facts.items()},
     )
