@@ -191,3 +191,23 @@ def test_a_corrupt_sqlite_file_is_one_clear_line(tmp_path: Path, command: str) -
     result = run_cli(*command.split(), "--database-url", f"sqlite:///{corrupt}")
     assert result.returncode == 2
     assert result.stderr.decode().strip() == "ncclbot: cannot use the database: file is not a database"
+
+
+def test_an_unreadable_flight_recorder_dump_given_alone_is_unusable_input(tmp_path: Path) -> None:
+    dump = tmp_path / "nccl_trace_rank_3"
+    dump.write_bytes(b"\x80\x02}q\x00(X\x07\x00\x00\x00entries")  # cut mid-write
+    result = run_cli("diagnose", str(dump), "--no-store")
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert result.stderr.decode().startswith("ncclbot: ") and "nccl_trace_rank_3" in result.stderr.decode()
+    assert len(result.stderr.decode().strip().splitlines()) == 1
+
+
+def test_an_unreadable_dump_beside_a_log_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    cycle = b"\x80\x02}q\x00(X\x07\x00\x00\x00entries]q\x01h\x01au."  # entries contains itself
+    (tmp_path / "nccl_trace_rank_3").write_bytes(cycle)
+    (tmp_path / "rank3.log").write_text("[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n")
+    result = run_cli("diagnose", str(tmp_path), "--no-store")
+    assert result.returncode == 0, result.stderr.decode()
+    assert "cuda/oom" in result.stdout.decode()
+    assert "nccl_trace_rank_3" in result.stderr.decode() and "warning" in result.stderr.decode()
