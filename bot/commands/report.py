@@ -18,7 +18,7 @@ from rich.text import Text
 
 from bot.commands.store import add_database_option, positive_days, store_errors_as_usage_errors
 from bot.render import json_text
-from bot.render.store_text import field
+from bot.render.messages import field
 
 
 def register(subparsers: Any) -> None:

@@ -1,7 +1,8 @@
 """Terminal lines for `ncclbot history` and `ncclbot incidents`.
 
 Host names, job ids and probe reasons come from logs and remote machines: every field goes through
-`strip_controls` and is cut to its column, so a stored escape sequence cannot drive the terminal.
+`field` (control characters stripped, one line, cut to its column), so a stored escape sequence cannot
+drive the terminal.
 """
 
 from __future__ import annotations
@@ -9,17 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from bot.render.messages import field
 from bot.store.records import human_utc
-from matcher.analysis.redact import strip_controls
 
 _HOST_COLUMN = 20
-_MAX_FIELD = 200
-
-
-def field(value: object, width: int = _MAX_FIELD) -> str:
-    """One printable, single-line field of at most `width` characters."""
-    text = " ".join(strip_controls(str(value)).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def history_lines(
