@@ -58,6 +58,9 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "job_id",
         "bytes",
         "bar_elapsed",  # elapsed time a tqdm-style progress bar shows ("29:41", "1:02:11")
+        "exception",  # a Python exception type ("KeyError", "torch.OutOfMemoryError")
+        "code_file",  # the source file of the innermost frame of a traceback
+        "code_line",  # ... and its line number
     }
 )
 

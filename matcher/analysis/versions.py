@@ -16,9 +16,8 @@ from matcher.analysis.rankmap import RankMap
 from matcher.model import Observation
 
 VERSION_FIELDS = ("nccl_version", "torch_version", "cuda_version", "driver_version")
-# Evidence, not proof: the mismatch may be harmless, so it supports the class without outweighing an
-# error line of another class.
-MISMATCH_MASS = 0.9
+# Evidence, not proof (rules.toml `version_mismatch_mass`): the mismatch may be harmless, so it supports
+# the class without outweighing an error line of another class.
 _RELEASE = re.compile(r"\d+(?:\.\d+){0,2}")
 
 
