@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from matcher.rules import ANALYSIS_VERSION
+
 Role = Literal["root", "cascade", "context"]
 FieldValue = str | int | float
 
@@ -173,6 +175,8 @@ class Diagnosis:
     stats: Stats
     facts: Mapping[str, FieldValue] = field(default_factory=dict)
     no_culprit_reason: str | None = None
+    # The signature catalog + analysis rules that produced this (matcher/analysis-version.toml).
+    analysis_version: str = ANALYSIS_VERSION
 
     @property
     def primary(self) -> ClassScore:
@@ -186,6 +190,7 @@ class Diagnosis:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
+            "analysis_version": self.analysis_version,
             "diagnoses": [d.to_json() for d in self.diagnoses],
             "culprit": self.culprit.to_json() if self.culprit else None,
             "symptom": self.symptom,

@@ -380,7 +380,7 @@ def _from_exits(observations: list[Observation], rm: RankMap, signals_only: bool
         hosts = (raised.host,) if raised.host else _hosts_for([raised.rank], [raised.obs], rm)
         return CulpritDecision(Culprit((raised.rank,), hosts, raised.reason()), None)
     death = exits.first_failure(observations, rm)
-    if death is None or (signals_only and death.signal is None):
+    if death is None or (signals_only and not death.abrupt):
         return None
     if death.rank is None and death.host is None:
         return None

@@ -55,11 +55,16 @@ class ExitRecord:
         return self.signal in ("SIGABRT", "SIGTERM", "SIGINT", "SIGHUP")
 
     @property
+    def abrupt(self) -> bool:
+        """The process died rather than exited: a signal, or a worker Ray found dead."""
+        return self.signal is not None or self.obs.signature.startswith("ray-")
+
+    @property
     def failed(self) -> bool:
-        """Died by itself: a signal that is not collateral, or a non-zero exit code."""
+        """Died by itself: not collateral, and abruptly or with a non-zero exit code."""
         if self.collateral:
             return False
-        return self.signal is not None or (self.code is not None and self.code != 0)
+        return self.abrupt or (self.code is not None and self.code != 0)
 
     @property
     def launcher(self) -> str:
@@ -77,6 +82,8 @@ class ExitRecord:
         return f"the worker on {self.host}" if self.host else "a worker"
 
     def how(self) -> str:
+        if self.signal is None and self.abrupt:
+            return "died unexpectedly"
         if self.signal is not None:
             return f"was killed by {self.signal}" if self.signal == "SIGKILL" else f"died of {self.signal}"
         return f"exited with code {self.code}"
