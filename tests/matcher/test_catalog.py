@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from matcher.model import FieldValue
 from matcher.reading.read import Source
-from matcher.scanning.catalog import CatalogError, Signature, example_problems, load_catalog
+from matcher.scanning.catalog import DEFAULT_DIRECTORY, CatalogError, Signature, example_problems, load_catalog
 from matcher.scanning.prefilter import Prefilter
 from matcher.scanning.scan import match_lines
 from matcher.taxonomy import CLASSES, UNKNOWN
@@ -166,3 +167,15 @@ def test_example_check_catches_a_pattern_that_misses_its_example(tmp_path: Path)
 def test_example_check_catches_wrong_extraction(tmp_path: Path) -> None:
     signature = load_catalog(_write(tmp_path, VALID.replace('rank = "1"', 'rank = "2"'))).by_id("demo-line")
     assert example_problems(signature) == ["demo-line: expected rank='2', extracted '1'"]
+
+
+def test_every_signature_file_names_its_upstream_source_and_versions() -> None:
+    """Each file's header says where its messages come from (project file, release range): a reviewer can
+    check a wording against the source, and a new release is a known place to look for changes."""
+    missing = []
+    for path in sorted(DEFAULT_DIRECTORY.glob("*.toml")):
+        header = path.read_text(encoding="utf-8").split("[[signature]]", 1)[0]
+        source = re.search(r"^# Source: (.+(?:\n#  .+)*)", header, re.MULTILINE)
+        if source is None or not re.search(r"\d+\.\d+|\d\.x", source.group(1)):
+            missing.append(path.name)
+    assert missing == []
