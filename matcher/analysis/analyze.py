@@ -96,7 +96,7 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             for cls, amount in suggestions.masses.items():
                 masses[cls] = masses.get(cls, 0.0) + amount
                 support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
-    split = versions.differing_versions(observations, rm)
+    split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
     if split:
         masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + rules().confidence.version_mismatch_mass
         support.setdefault(VERSION_CLASS, []).extend(split)

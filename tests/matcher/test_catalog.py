@@ -11,7 +11,13 @@ import pytest
 
 from matcher.model import FieldValue
 from matcher.reading.read import Source
-from matcher.scanning.catalog import DEFAULT_DIRECTORY, CatalogError, Signature, example_problems, load_catalog
+from matcher.scanning.catalog import (
+    DEFAULT_DIRECTORY,
+    CatalogError,
+    Signature,
+    example_problems,
+    load_catalog,
+)
 from matcher.scanning.prefilter import Prefilter
 from matcher.scanning.scan import match_lines
 from matcher.taxonomy import CLASSES, UNKNOWN
