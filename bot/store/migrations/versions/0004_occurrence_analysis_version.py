@@ -1,7 +1,7 @@
 """Occurrences record the analysis version (signature catalog + rules) that produced them.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0002"  # the newest revision on this branch; re-chained at merge
+down_revision = "0003"  # the newest revision on this branch; re-chained at merge
 branch_labels = None
 depends_on = None
 
