@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "bot.commands.store",
     "bot.commands.report",
     "bot.commands.probe",
+    "bot.commands.serve",
 )
 
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import traceback
 from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
-import runbooks
 from bot.render import json_text
 from bot.render.diagnosis_text import render_diagnosis
-from bot.render.messages import one_line
 from bot.render.progress import input_progress
-from matcher.pipeline import diagnose
+from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from matcher.reading.read import ReadLimits
 
 
@@ -48,58 +44,29 @@ def run(args: argparse.Namespace) -> int:
         limits = replace(limits, max_input_bytes=args.max_input_bytes)
     stdin = sys.stdin.buffer if "-" in args.paths else None
     with input_progress(args.paths, enabled=not args.json) as progress:
-        result = diagnose(args.paths, limits=limits, stdin=stdin, progress=progress)
-    diagnosis = result.diagnosis
-    # From here on the diagnosis exists: a runbook or store problem is a warning, never a lost result.
-    runbook = _runbook(diagnosis)
-    incident = None if args.no_store else _record(diagnosis, args, result.input_digest)
-
+        outcome = diagnose_and_record(
+            DiagnosisRequest(
+                paths=args.paths,
+                source="cli",
+                job_id=args.job_id,
+                cluster=args.cluster,
+                store=not args.no_store,
+                limits=limits,
+                stdin=stdin,
+                progress=progress,
+            )
+        )
     if args.json:
-        document = diagnosis.to_json()
-        if runbook is not None:
-            document["runbook"] = runbook.to_json()
-        if incident is not None:
-            document["incident"] = incident.to_json()
-        json_text.dump(document, sys.stdout)
+        json_text.dump(outcome.to_json(), sys.stdout)
     else:
         console = Console(highlight=False, soft_wrap=False)
         render_diagnosis(
             console,
-            diagnosis,
-            runbook=runbook,
-            recurrence=incident.recurrence_line if incident is not None else None,
+            outcome.diagnosis,
+            runbook=outcome.runbook,
+            recurrence=outcome.incident.recurrence_line if outcome.incident is not None else None,
         )
     return 0
-
-
-def _runbook(diagnosis: Any) -> Any:
-    try:
-        return runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
-    except Exception as error:  # values from logs are hostile; the diagnosis must still be shown
-        _warn(f"runbook not filled: {type(error).__name__}: {error}")
-        return None
-
-
-def _record(diagnosis: Any, args: argparse.Namespace, digest: str) -> Any:
-    """Store the diagnosis. Whatever goes wrong with the database (cannot be created, unsupported driver,
-    a value it refuses, a corrupt file) must not hide the diagnosis itself, so it only warns."""
-    from bot.store import Store
-    from bot.store.engine import database_error_reason
-
-    try:
-        with Store.open() as store:
-            return store.record_diagnosis(
-                diagnosis, source="cli", job_id=args.job_id, cluster=args.cluster, input_digest=digest
-            )
-    except Exception as error:
-        _warn(f"diagnosis not stored: {database_error_reason(error)}")
-        return None
-
-
-def _warn(message: str) -> None:
-    if os.environ.get("NCCLBOT_DEBUG"):
-        traceback.print_exc()
-    print(f"ncclbot: warning: {one_line(message)}", file=sys.stderr)
 
 
 def _byte_size(text: str) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +18,7 @@ from rich.text import Text
 from bot.commands.store import add_database_option, positive_days, store_errors_as_usage_errors
 from bot.render import json_text
 from bot.render.messages import field
+from bot.services.report import collect
 
 
 def register(subparsers: Any) -> None:
@@ -40,29 +40,6 @@ def _instant(text: str) -> datetime:
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"not an ISO time: {text!r} (example: 2026-11-29T12:00)") from error
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _row(item: Any, *properties: str) -> dict[str, Any]:
-    document = asdict(item)
-    document.update({name: getattr(item, name) for name in properties})
-    return document
-
-
-def collect(store: Any, *, days: int, now: datetime) -> dict[str, Any]:
-    return {
-        "days": days,
-        "as_of": now.isoformat().replace("+00:00", "Z"),
-        "recurrence_by_class": [
-            _row(r, "change", "trend") for r in store.recurrence(by="class", days=days, now=now)
-        ],
-        "recurrence_by_node": [
-            _row(r, "change", "trend") for r in store.recurrence(by="node", days=days, now=now)
-        ],
-        "lemon_nodes": [_row(n, "score", "is_lemon") for n in store.lemon_nodes(days=days, now=now)],
-        "gpu_hours_lost_by_class": [asdict(r) for r in store.gpu_hours_lost(by="class", days=days, now=now)],
-        "mttr": [asdict(r) for r in store.mttr(days=days, now=now)],
-        "fix_effectiveness": [_row(f, "held_rate") for f in store.fix_effectiveness(now=now)],
-    }
 
 
 def run(args: argparse.Namespace) -> int:

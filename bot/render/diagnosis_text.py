@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from matcher.analysis.redact import strip_controls
+from bot.render.safe_text import strip_controls
 from matcher.model import Diagnosis, Evidence
 
 EVIDENCE_SHOWN = 5

@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from matcher.analysis.redact import strip_controls
-
-_KEEP = "\t\n"
+from bot.render.safe_text import strip_controls
 
 
 def safe_document(value: Any) -> Any:
     """A copy of a JSON-able value whose every string (keys included) has no control characters."""
     if isinstance(value, str):
-        return strip_controls(value, keep=_KEEP)
+        return strip_controls(value)
     if isinstance(value, dict):
         return {safe_document(k) if isinstance(k, str) else k: safe_document(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

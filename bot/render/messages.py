@@ -7,7 +7,8 @@ escape sequence or a bidi override (a file named with U+202E reads backwards in 
 
 from __future__ import annotations
 
-from matcher.analysis.redact import redact, strip_controls
+from bot.render.safe_text import strip_controls
+from matcher.analysis.redact import redact
 
 MAX_MESSAGE_CHARS = 500
 

@@ -8,14 +8,14 @@ Pure functions, no Slack SDK. What they guarantee, whatever the input:
   `@everyone` get a word joiner after the `@`, so no client or `link_names` setting can resolve them;
 - no control characters: escape sequences, C0/C1 controls, bidi overrides and zero-width characters are
   stripped (`strip_controls`), and credentials are masked (`redact`) as a second line of defence;
-- a code block cannot be closed from inside, nor one opened: runs of backticks are broken up by
-  zero-width spaces;
+- no code block can be opened or closed from inside: inside `code_block` and `inline_code` every backtick
+  becomes a look-alike (U+02CB), and in plain mrkdwn a run of three or more does;
 - nothing exceeds the limit it is given (Slack's limits below), and a cut never splits an escape such as
-  `&amp;` or a broken-up backtick run; a cut text ends with "…".
+  `&amp;` or a word-joined `@`; a cut text ends with "…".
 
-Formatting characters (`*bold*`, `_italic_`, `~strike~`, inline backticks) are left alone in
-`mrkdwn_escape`: they can restyle a log line but not notify anyone or hide a link, and escaping them is
-impossible in mrkdwn. Use `code_block` for verbatim log excerpts.
+Formatting characters (`*bold*`, `_italic_`, `~strike~`, single backticks) are left alone by `mrkdwn`:
+they can restyle a log line but not notify anyone or hide a link, and mrkdwn cannot escape them. Use
+`code_block` for verbatim log excerpts.
 """
 
 from __future__ import annotations
@@ -24,20 +24,21 @@ import re
 
 from matcher.analysis.redact import redact, strip_controls
 
-# Slack's limits, in characters (slack_sdk's validators and the Block Kit reference).
+# Slack's limits, in characters (Block Kit reference; slack_sdk's model validators use the same numbers).
 SECTION_TEXT_LIMIT = 3000
 FIELD_TEXT_LIMIT = 2000
 HEADER_TEXT_LIMIT = 150
 BUTTON_TEXT_LIMIT = 75
-CONTEXT_TEXT_LIMIT = 2000  # an element of a context block
-MESSAGE_TEXT_LIMIT = 40_000  # top-level `text` (Slack truncates past it)
+CONTEXT_TEXT_LIMIT = 3000
+MESSAGE_BLOCKS_LIMIT = 50
+FALLBACK_TEXT_LIMIT = 4000  # top-level `text` of a message with blocks (Slack truncates past 40,000)
 
 ELLIPSIS = "…"
 FENCE = "```"
+BACKTICK_LOOKALIKE = "ˋ"  # U+02CB MODIFIER LETTER GRAVE ACCENT
 _ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _WORD_JOINER = "\u2060"
-_ZERO_WIDTH_SPACE = "\u200b"
-_SPECIAL = re.compile(r"(?P<ticks>`{2,})|@(?=(?:channel|here|everyone)\b)", re.IGNORECASE)
+_SPECIAL = re.compile(r"(?P<fence>`{3,})|@(?=(?:channel|here|everyone)\b)", re.IGNORECASE)
 _SAFE_URL = re.compile(r"https?://[^\s<>|]+\Z")
 
 
@@ -47,14 +48,13 @@ def _clean(text: str, *, secrets: bool, keep: str) -> str:
 
 def _pieces(text: str) -> list[str]:
     """`text` escaped, as indivisible pieces: a cut may fall between pieces, never inside one. A broadcast
-    `@` travels with its word joiner; a run of backticks travels as one piece, broken up by zero-width
-    spaces so that it can neither open nor close a code block."""
+    `@` travels with its word joiner; a run of backticks that could open a code block becomes look-alikes."""
     pieces: list[str] = []
     last = 0
     for match in _SPECIAL.finditer(text):
         pieces.extend(_ESCAPES.get(c, c) for c in text[last : match.start()])
-        run = match.group("ticks")
-        pieces.append(_ZERO_WIDTH_SPACE.join(run) if run else "@" + _WORD_JOINER)
+        run = match.group("fence")
+        pieces.extend([BACKTICK_LOOKALIKE] * len(run) if run else ["@" + _WORD_JOINER])
         last = match.end()
     pieces.extend(_ESCAPES.get(c, c) for c in text[last:])
     return pieces
@@ -82,15 +82,31 @@ def mrkdwn_escape(text: str, limit: int | None = None, *, secrets: bool = True, 
     return _join_within(_pieces(_clean(text, secrets=secrets, keep=keep)), limit)
 
 
+def mrkdwn(text: str, limit: int = SECTION_TEXT_LIMIT) -> str:
+    """`mrkdwn_escape` within a section's limit: the usual call for a mrkdwn field."""
+    return mrkdwn_escape(text, limit)
+
+
+def _no_backticks(text: str) -> list[str]:
+    return [BACKTICK_LOOKALIKE if piece == "`" else piece for piece in _pieces(text)]
+
+
 def code_block(text: str, limit: int = SECTION_TEXT_LIMIT, *, secrets: bool = True) -> str:
-    """A fenced block that shows `text` verbatim (multi-line) and cannot be closed from inside; the whole
-    block, fences included, fits `limit`."""
-    overhead = len(FENCE) * 2 + 2  # "```\n" + body + "\n```"
+    """Untrusted lines shown verbatim in a ``` block they cannot close early; the whole block, fences
+    included, fits `limit`."""
+    overhead = 2 * len(FENCE)
     if limit < overhead + len(ELLIPSIS):
         raise ValueError(f"a code block needs a limit of at least {overhead + len(ELLIPSIS)}")
-    body = _join_within(_pieces(_clean(text, secrets=secrets, keep="\t\n")), limit - overhead)
-    body = body or " "
-    return f"{FENCE}\n{body}\n{FENCE}"
+    body = _join_within(_no_backticks(_clean(text, secrets=secrets, keep="\t\n")), limit - overhead)
+    return f"{FENCE}{body or ' '}{FENCE}"
+
+
+def inline_code(text: str, limit: int = 200, *, secrets: bool = True) -> str:
+    """A short untrusted value (host, rank, file name) shown as `code`: one line, no backticks."""
+    if limit < 2 + len(ELLIPSIS):
+        raise ValueError("inline code needs a limit of at least 3")
+    cleaned = " ".join(_clean(text, secrets=secrets, keep="").split())
+    return f"`{_join_within(_no_backticks(cleaned), limit - 2) or ' '}`"
 
 
 def plain_text(text: str, limit: int = HEADER_TEXT_LIMIT, *, secrets: bool = True) -> str:
@@ -101,11 +117,10 @@ def plain_text(text: str, limit: int = HEADER_TEXT_LIMIT, *, secrets: bool = Tru
 
 
 def link(url: str, label: str, limit: int = SECTION_TEXT_LIMIT) -> str:
-    """`<url|label>` for an http(s) URL we trust to point somewhere sensible; anything else (another
-    scheme, or a URL carrying `|`, `<`, `>` or spaces) becomes the escaped label alone, so a log value
-    can never turn into a link."""
+    """`<url|label>` for a plain http(s) URL; anything else (another scheme, or a URL carrying `|`, `<`,
+    `>` or spaces) becomes the escaped label alone, so a log value can never turn into a link."""
     label_text = mrkdwn_escape(label, keep="")
-    if not _SAFE_URL.match(url) or len(url) > 3000:
-        return _join_within([label_text], limit)
     candidate = f"<{url.replace('&', '&amp;')}|{label_text}>"
-    return candidate if len(candidate) <= limit else _join_within([label_text], limit)
+    if _SAFE_URL.match(url) and len(candidate) <= limit:
+        return candidate
+    return mrkdwn_escape(label, limit, keep="")
