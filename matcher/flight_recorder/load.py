@@ -29,7 +29,7 @@ MAX_DUMP_BYTES = 64 * 1024**2
 # torch's ring buffer holds 2,000 entries by default (TORCH_NCCL_TRACE_BUFFER_SIZE); far more is not a dump.
 MAX_ENTRIES = 100_000
 MAX_GROUPS = 20_000
-MAX_RANKS_TEXT = 16 * 1024**2  # characters of pg_config member lists parsed per dump, all groups together
+MAX_RANKS_TEXT = 4 * 1024**2  # characters of pg_config member lists parsed per dump, all groups together
 MAX_FIELD_CHARS = 256
 DECODE_BUDGET = unpickle.Budget()
 _INT64 = 2**63
@@ -167,7 +167,8 @@ def _validate(obj: Any, name: str, rank: int | None) -> FRDump:
             f"{name}: Flight Recorder dump holds {len(raw_entries):,} entries (at most {MAX_ENTRIES:,} "
             "are read; torch's ring buffer holds 2,000 by default)"
         )
-    entries = tuple(_entry(raw, name) for raw in raw_entries)
+    texts = _Texts()
+    entries = tuple(_entry(raw, name, texts) for raw in raw_entries)
     pg_ranks, pg_desc = _pg_config(obj.get("pg_config"), name)
     if rank is None:
         rank = _rank_from_name(name)
@@ -182,6 +183,26 @@ def _validate(obj: Any, name: str, rank: int | None) -> FRDump:
         pg_desc=pg_desc,
         pg_status=_pg_status(obj.get("pg_status"), name),
     )
+
+
+class _Texts:
+    """`_text` with a memory for one dump: a shared reference is converted once, and equal texts are
+    kept once, so what a dump's entries retain is bounded by its distinct data (at most the dump's own
+    bytes) plus a fixed size per entry, however its entries share or repeat fields."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, str] = {}
+        self._kept: dict[str, str] = {}
+
+    def __call__(self, value: Any) -> str:
+        if isinstance(value, str) and len(value) <= MAX_FIELD_CHARS:
+            return self._kept.setdefault(value, value)
+        # Keyed by identity: valid while the decoded dump is alive, which it is for the whole load.
+        known = self._by_id.get(id(value))
+        if known is None:
+            text = _text(value)
+            known = self._by_id[id(value)] = self._kept.setdefault(text, text)
+        return known
 
 
 def _text(value: Any, limit: int = MAX_FIELD_CHARS) -> str:
@@ -226,7 +247,7 @@ def _repr_pieces(value: Any) -> Iterator[str]:
                 stack.extend((val, _COLON, key))
                 if index:
                     stack.append(_COMMA)
-        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= _INT64:
+        elif isinstance(item, int) and not isinstance(item, bool) and not -_INT64 <= item < _INT64:
             yield "<huge int>"
         elif isinstance(item, str | bytes) and len(item) > MAX_FIELD_CHARS:
             yield repr(item[:MAX_FIELD_CHARS])
@@ -256,15 +277,15 @@ def _int(value: Any, default: int = -1) -> int:
     return default
 
 
-def _entry(raw: Any, name: str) -> FREntry:
+def _entry(raw: Any, name: str, text: _Texts) -> FREntry:
     if not isinstance(raw, dict):
         raise DumpFormatError(f"{name}: Flight Recorder entry is not a mapping")
     group = raw.get("process_group")
     if isinstance(group, list | tuple) and group:
-        pg_name, pg_desc = _text(group[0]), _text(group[1]) if len(group) > 1 else ""
+        pg_name, pg_desc = text(group[0]), text(group[1]) if len(group) > 1 else ""
     else:  # schema < 2.1 knows only the local pg_id
-        pg_name, pg_desc = _text(raw.get("pg_id", "")), ""
-    profiling = _text(raw.get("profiling_name", ""))
+        pg_name, pg_desc = text(raw.get("pg_id", "")), ""
+    profiling = text(raw.get("profiling_name", ""))
     op = profiling.split(":", 1)[1] if ":" in profiling else profiling
     is_p2p = bool(raw.get("is_p2p", op.startswith(("send", "recv"))))
     seq = _int(raw.get("collective_seq_id", raw.get("seq_id")))
@@ -280,10 +301,10 @@ def _entry(raw: Any, name: str) -> FREntry:
         p2p_seq_id=_int(raw.get("p2p_seq_id"), 0),
         is_p2p=is_p2p,
         op=op,
-        input_sizes=_text(raw.get("input_sizes"), limit=MAX_FIELD_CHARS) if "input_sizes" in raw else "None",
-        output_sizes=_text(raw.get("output_sizes")) if "output_sizes" in raw else "None",
-        input_dtypes=_text(raw.get("input_dtypes")) if "input_dtypes" in raw else "None",
-        state=_text(raw.get("state", "")),
+        input_sizes=text(raw.get("input_sizes")),
+        output_sizes=text(raw.get("output_sizes")),
+        input_dtypes=text(raw.get("input_dtypes")),
+        state=text(raw.get("state", "")),
         retired=bool(raw.get("retired", False)),
         time_created_ns=_int(created) if created is not None else None,
     )

@@ -21,6 +21,7 @@ import pytest
 from matcher.flight_recorder import unpickle
 from matcher.flight_recorder.analyze import analyze_dumps
 from matcher.flight_recorder.load import (
+    MAX_ENTRIES,
     MAX_FIELD_CHARS,
     DumpFormatError,
     DumpTooLargeError,
@@ -196,3 +197,25 @@ def test_ordinary_dumps_read_the_same_under_every_pickle_protocol(shared_dir: Pa
     assert load_dump(raw, "_dump_3") == loaded[2]
     as_json = json.loads(json.dumps(reference))
     assert load_dump(json.dumps(as_json).encode(), "_dump_3").pg_ranks == loaded[2].pg_ranks
+
+
+@pytest.mark.timeout(120)
+def test_what_a_dump_keeps_is_bounded_by_its_distinct_data() -> None:
+    """100,000 entries sharing long fields: the loaded dump keeps each distinct text once, about 200 bytes
+    per entry, instead of five 256-character copies per entry."""
+    shared = {
+        **ENTRY,
+        "process_group": ("0", "x" * 200),
+        "input_sizes": [[i] for i in range(100)],
+        "output_sizes": [[i] for i in range(100)],
+        "state": "s" * 200,
+    }
+    data = pickle.dumps({"version": "2.4", "entries": [shared] * (MAX_ENTRIES - 1)}, protocol=2)
+    tracemalloc.start()
+    try:
+        dump = load_dump(data, "nccl_trace_rank_0")
+        kept_mib = tracemalloc.get_traced_memory()[0] / 1024**2
+    finally:
+        tracemalloc.stop()
+    assert len(dump.entries) == MAX_ENTRIES - 1
+    assert kept_mib < 48
