@@ -47,21 +47,24 @@ class Budget:
 
 # Opcodes that exist only to call code: refused, with their name in the message.
 _REFUSED = {
-    b"c": "GLOBAL",
-    b"\x93": "STACK_GLOBAL",
-    b"R": "REDUCE",
-    b"b": "BUILD",
-    b"i": "INST",
-    b"o": "OBJ",
-    b"\x81": "NEWOBJ",
-    b"\x92": "NEWOBJ_EX",
-    b"\x82": "EXT1",
-    b"\x83": "EXT2",
-    b"\x84": "EXT4",
-    b"P": "PERSID",
-    b"Q": "BINPERSID",
-    b"\x97": "NEXT_BUFFER",
-    b"\x98": "READONLY_BUFFER",
+    op[0]: name
+    for op, name in (
+        (b"c", "GLOBAL"),
+        (b"\x93", "STACK_GLOBAL"),
+        (b"R", "REDUCE"),
+        (b"b", "BUILD"),
+        (b"i", "INST"),
+        (b"o", "OBJ"),
+        (b"\x81", "NEWOBJ"),
+        (b"\x92", "NEWOBJ_EX"),
+        (b"\x82", "EXT1"),
+        (b"\x83", "EXT2"),
+        (b"\x84", "EXT4"),
+        (b"P", "PERSID"),
+        (b"Q", "BINPERSID"),
+        (b"\x97", "NEXT_BUFFER"),
+        (b"\x98", "READONLY_BUFFER"),
+    )
 }
 
 # Estimated memory per object kind (CPython 64-bit, rounded up).
@@ -107,13 +110,13 @@ class _Reader:
         return chunk
 
     def line(self) -> bytes:
-        end = self.data.find(b"\n", self.pos, self.pos + 4096) - self.pos
-        if end < -1:
-            end = -1
+        """A protocol-0 text argument up to its newline (a short one: names and numbers)."""
+        end = self.data.find(b"\n", self.pos, self.pos + 4096)
         if end < 0:
             raise PickleCorrupt(f"truncated or over-long text argument at offset {self.pos}")
-        chunk = self.take(end + 1)
-        return chunk[:-1]
+        chunk = self.data[self.pos : end]
+        self.pos = end + 1
+        return chunk
 
     def unpack(self, fmt: str) -> Any:
         layout = _STRUCTS[fmt]
@@ -151,9 +154,7 @@ class _Reader:
         return self.stack[-1]
 
     def push_string(self, raw: bytes, as_text: bool) -> None:
-        self.memory += _STR + len(raw)
-        if self.memory > self.budget.max_memory:
-            self.charge(0)
+        self.charge(_STR + len(raw))
         if as_text:
             try:
                 self.stack.append(raw.decode("utf-8", "surrogatepass"))
@@ -288,13 +289,14 @@ class _Reader:
     def unknown(self, op: int) -> None:
         stack = self.stack
         if op == ord("c"):  # GLOBAL: name it in the refusal
-            module, name = (self.line().decode(errors="replace") for _ in range(2))
+            module, name = (self.line()[:100].decode(errors="replace") for _ in range(2))
             raise PickleRefused(f"the global '{module}.{name}'")
         if op == 0x93:  # STACK_GLOBAL
-            named = [str(item) for item in stack[-2:]]
+            # Only short strings are named: str() of a shared nested list would expand it.
+            named = [item[:100] if isinstance(item, str) else "?" for item in stack[-2:]]
             raise PickleRefused(f"the global '{'.'.join(named) or '?'}'")
-        if bytes([op]) in _REFUSED:
-            raise PickleRefused(f"the opcode {_REFUSED[bytes([op])]}")
+        if op in _REFUSED:
+            raise PickleRefused(f"the opcode {_REFUSED[op]}")
         raise PickleCorrupt(f"opcode {bytes([op])!r} at offset {self.pos - 1} is not plain data")
 
     def push_long(self, size: int) -> None:
