@@ -33,7 +33,8 @@ MAX_RANKS_TEXT = 4 * 1024**2  # characters of pg_config member lists parsed per 
 MAX_FIELD_CHARS = 256
 DECODE_BUDGET = unpickle.Budget()
 _INT64 = 2**63
-_TRAILING_DIGITS = re.compile(r"(\d+)(?:\.[A-Za-z]+)*$")
+# A rank is at most nine digits: an archive member may be named with thousands of them.
+_TRAILING_DIGITS = re.compile(r"(?<!\d)(\d{1,9})(?:\.[A-Za-z]+)*$")
 
 
 class DumpFormatError(InputError):

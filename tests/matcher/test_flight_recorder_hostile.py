@@ -219,3 +219,9 @@ def test_what_a_dump_keeps_is_bounded_by_its_distinct_data() -> None:
         tracemalloc.stop()
     assert len(dump.entries) == MAX_ENTRIES - 1
     assert kept_mib < 48
+
+
+def test_a_name_with_thousands_of_digits_names_no_rank() -> None:
+    data = pickle.dumps({"version": "2.4", "entries": []}, protocol=2)
+    assert load_dump(data, "bundle.tar!nccl_trace_rank_" + "9" * 5000).rank is None
+    assert load_dump(data, "bundle.tar!nccl_trace_rank_12").rank == 12
