@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
-import runbooks
+from bot.render import json_text
 from bot.render.diagnosis_text import render_diagnosis
 from bot.render.progress import input_progress
-from matcher.pipeline import diagnose
+from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from matcher.reading.read import ReadLimits
 
 
@@ -45,47 +44,29 @@ def run(args: argparse.Namespace) -> int:
         limits = replace(limits, max_input_bytes=args.max_input_bytes)
     stdin = sys.stdin.buffer if "-" in args.paths else None
     with input_progress(args.paths, enabled=not args.json) as progress:
-        result = diagnose(args.paths, limits=limits, stdin=stdin, progress=progress)
-    diagnosis = result.diagnosis
-    runbook = runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
-
-    incident = None
-    if not args.no_store:
-        incident = _record(diagnosis, args, result.input_digest)
-
+        outcome = diagnose_and_record(
+            DiagnosisRequest(
+                paths=args.paths,
+                source="cli",
+                job_id=args.job_id,
+                cluster=args.cluster,
+                store=not args.no_store,
+                limits=limits,
+                stdin=stdin,
+                progress=progress,
+            )
+        )
     if args.json:
-        document = diagnosis.to_json()
-        document["runbook"] = runbook.to_json()
-        if incident is not None:
-            document["incident"] = incident.to_json()
-        json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        json_text.dump(outcome.to_json(), sys.stdout)
     else:
         console = Console(highlight=False, soft_wrap=False)
         render_diagnosis(
             console,
-            diagnosis,
-            runbook=runbook,
-            recurrence=incident.recurrence_line if incident is not None else None,
+            outcome.diagnosis,
+            runbook=outcome.runbook,
+            recurrence=outcome.incident.recurrence_line if outcome.incident is not None else None,
         )
     return 0
-
-
-def _record(diagnosis: Any, args: argparse.Namespace, digest: str) -> Any:
-    """Store the diagnosis; a database problem must not hide the diagnosis itself, so it only warns."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from bot.store import Store, StoreError
-    from bot.store.engine import database_error_reason
-
-    try:
-        with Store.open() as store:
-            return store.record_diagnosis(
-                diagnosis, source="cli", job_id=args.job_id, cluster=args.cluster, input_digest=digest
-            )
-    except (StoreError, SQLAlchemyError) as error:
-        print(f"ncclbot: warning: diagnosis not stored: {database_error_reason(error)}", file=sys.stderr)
-        return None
 
 
 def _byte_size(text: str) -> int:

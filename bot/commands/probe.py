@@ -11,24 +11,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bot.cli import UsageError
-from probes.baselines import compare_with_history
+from bot.render.safe_text import strip_controls
+from bot.services.probe import LauncherConfigs, run_probe
 from probes.bisect import BisectResult, bisect
-from probes.launchers import VIAS, KubernetesConfig, LaunchError, SlurmConfig, SshConfig, launch
-from probes.options import ProbeOptions, add_probe_arguments, options_from_args
-from probes.progress import ProgressCallback, human_bytes
+from probes.launchers import VIAS, KubernetesConfig, LaunchError, SlurmConfig, SshConfig
+from probes.options import add_probe_arguments, options_from_args
+from probes.progress import human_bytes
 from probes.result import ProbeResult
 
-HISTORY_DAYS = 90
 STYLE = {"healthy": "bold green", "degraded": "bold yellow", "failed": "bold red"}
 CHECK_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "skipped": "dim"}
 
@@ -71,7 +69,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     def on_progress(line: str) -> None:
         if not args.quiet:
-            console.print(f"[dim]probe:[/] {line}")
+            console.print(f"[dim]probe:[/] {_safe(line)}")
 
     keys = args.ssh_key or [k for k in [os.environ.get("NCCLBOT_SSH_KEY")] if k]
     ssh_config = SshConfig(
@@ -119,92 +117,20 @@ def _handle(args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass(slots=True)
-class LauncherConfigs:
-    ssh: SshConfig = field(default_factory=SshConfig)
-    slurm: SlurmConfig = field(default_factory=SlurmConfig)
-    k8s: KubernetesConfig = field(default_factory=KubernetesConfig)
-
-
-def run_probe(
-    via: str,
-    nodes: Sequence[str],
-    opts: ProbeOptions,
-    *,
-    on_progress: ProgressCallback | None = None,
-    timeout: float | None = None,
-    launchers: LauncherConfigs | None = None,
-    store: bool = True,
-    cluster: str | None = None,
-) -> ProbeResult:
-    """Probe `nodes` together, compare with the fleet's history and store the run: what the CLI and the
-    Slack button call. Raises LaunchError only for a request that cannot be attempted (bad node name)."""
-    configs = launchers or LauncherConfigs()
-    started = datetime.now(UTC)
-    result = launch(
-        via,
-        nodes,
-        opts,
-        on_progress=on_progress,
-        timeout=timeout,
-        ssh=configs.ssh,
-        slurm=configs.slurm,
-        k8s=configs.k8s,
-    )
-    if store:
-        record(result, nodes=list(nodes) or [result.host], cluster=cluster, started=started)
-    return result
-
-
-def fleet_history(store: Any, sku: str | None, exclude_id: int | None = None) -> list[float]:
-    """Peak busbw of previous non-failed runs of the same SKU, when the store offers probe runs."""
-    if sku is None or not hasattr(store, "probe_runs"):
-        return []
-    peaks = []
-    for run in store.probe_runs(days=HISTORY_DAYS):
-        data = run.result
-        if run.id == exclude_id or data.get("sku") != sku or data.get("verdict") == "failed":
-            continue
-        if isinstance(data.get("peak_busbw_gbps"), int | float):
-            peaks.append(float(data["peak_busbw_gbps"]))
-    return peaks
-
-
-def apply_history(result: ProbeResult, previous: list[float]) -> None:
-    reason = compare_with_history(result.peak_busbw_gbps, previous)
-    if reason is None:
-        return
-    result.reasons.append(reason)
-    if result.verdict == "healthy":
-        result.verdict = "degraded"
-
-
-def record(result: ProbeResult, *, nodes: list[str], cluster: str | None, started: datetime) -> None:
-    """Compare with the fleet's history and store the run; a missing or broken store only warns."""
-    try:
-        from bot.store import Store
-    except ImportError:
-        return
-    try:
-        with Store.open() as store:
-            apply_history(result, fleet_history(store, result.sku))
-            finished = datetime.now(UTC)
-            for node in nodes:
-                store.record_probe_run(
-                    result.to_dict(), node=node, cluster=cluster, started=started, finished=finished
-                )
-    except Exception as error:  # the verdict matters more than its bookkeeping
-        print(f"ncclbot: probe result not stored: {error}", file=sys.stderr)
+def _safe(text: object) -> str:
+    """Remote output (kernel log lines, ssh errors, node names) inside Rich markup: shown as text, never
+    interpreted as markup or as terminal escapes."""
+    return escape(strip_controls(str(text)))
 
 
 def render(result: ProbeResult, console: Console) -> None:
-    hosts = ", ".join(result.hosts) or result.host
+    hosts = _safe(", ".join(result.hosts) or result.host)
     console.print(
         f"[{STYLE[result.verdict]}]{result.verdict.upper()}[/]  {result.backend}, {result.world_size} ranks"
         f" on {hosts}" + (f", launched via {result.launcher}" if result.launcher else "")
     )
     for reason in result.reasons:
-        console.print(f"  • {reason}")
+        console.print(f"  • {_safe(reason)}")
     if result.results:
         table = Table(title="allreduce (busbw = algbw × 2(n−1)/n)")
         for column in ("size", "time (µs)", "algbw GB/s", "busbw GB/s", "correct"):
@@ -220,14 +146,16 @@ def render(result: ProbeResult, console: Console) -> None:
             )
         console.print(table)
     if result.baseline_busbw_gbps is not None:
-        console.print(f"baseline for {result.sku}: {result.baseline_busbw_gbps:.0f} GB/s busbw")
+        console.print(f"baseline for {_safe(result.sku)}: {result.baseline_busbw_gbps:.0f} GB/s busbw")
     if result.links:
         links = Table(title="ring send/recv")
         for column in ("hop", "GB/s", "data"):
             links.add_column(column)
         for link in result.links:
             links.add_row(
-                f"{link.src} → {link.dst}", f"{link.gbps:.3f}", "ok" if link.correct else "[red]WRONG[/]"
+                _safe(f"{link.src} → {link.dst}"),
+                f"{link.gbps:.3f}",
+                "ok" if link.correct else "[red]WRONG[/]",
             )
         console.print(links)
     if result.checks:
@@ -236,7 +164,12 @@ def render(result: ProbeResult, console: Console) -> None:
             checks.add_column(column, overflow="fold")
         for check in result.checks:
             style = CHECK_STYLE.get(check.status, "")
-            checks.add_row(check.host or "", check.name, f"[{style}]{check.status}[/]", check.evidence)
+            checks.add_row(
+                _safe(check.host or ""),
+                _safe(check.name),
+                f"[{style}]{_safe(check.status)}[/]",
+                _safe(check.evidence),
+            )
         console.print(checks)
 
 

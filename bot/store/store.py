@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bot.store import migrate, queries
 from bot.store.engine import WRITE_OPTION, StoreError, create_store_engine
-from bot.store.facts import occurrence_facts
+from bot.store.facts import occurrence_facts, stored_name
 from bot.store.fingerprint import culprit_hosts, diagnosis_fingerprint, normalise_host
 from bot.store.models import (
     STATUS_OPEN,
@@ -26,9 +26,16 @@ from bot.store.models import (
     Incident,
     Node,
     Occurrence,
+    PostedMessage,
     ProbeRun,
 )
-from bot.store.records import IncidentRecord, IncidentSummary, OccurrenceSummary, ProbeRunSummary
+from bot.store.records import (
+    IncidentRecord,
+    IncidentSummary,
+    OccurrenceSummary,
+    PostedRef,
+    ProbeRunSummary,
+)
 from bot.store.recurrence import recurrence_line
 from bot.store.settings import INCIDENT_WINDOW, database_url
 from matcher.model import Diagnosis
@@ -77,6 +84,14 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def writing(self) -> Any:
+        """A write transaction (SQLite: BEGIN IMMEDIATE) for store extensions such as the work queue."""
+        return self._write.begin()
+
+    def reading(self) -> Session:
+        """A read-only session for store extensions."""
+        return self._read()
+
     def __enter__(self) -> Store:
         return self
 
@@ -124,7 +139,9 @@ class Store:
     ) -> IncidentRecord:
         fingerprint = diagnosis_fingerprint(diagnosis)
         class_id = diagnosis.primary.class_id
-        hosts = culprit_hosts(diagnosis)
+        hosts = tuple(dict.fromkeys(h for h in (stored_name(h) for h in culprit_hosts(diagnosis)) if h))
+        job_id = stored_name(job_id) if job_id is not None else None
+        cluster = stored_name(cluster) if cluster is not None else None
         with self._write.begin() as session:
             self._lock_fingerprint(session, fingerprint)
             earlier = session.scalar(
@@ -179,6 +196,7 @@ class Store:
                 timeout_ms=facts.timeout_ms,
                 since_progress_ms=facts.since_progress_ms,
                 gpu_hours_lost=facts.gpu_hours_lost,
+                analysis_version=diagnosis.analysis_version,
             )
             session.add(occurrence)
             session.flush()
@@ -404,6 +422,27 @@ class Store:
             session.add(entry)
             session.flush()
             return entry.id
+
+    # -- messages posted under idempotency keys -----------------------------------------------------
+
+    def message_for_key(self, key: str) -> PostedRef | None:
+        with self._read() as session:
+            row = session.get(PostedMessage, key)
+            return None if row is None else PostedRef(channel=row.channel, ts=row.ts, thread_ts=row.thread_ts)
+
+    def remember_message(
+        self, key: str, channel: str, ts: str, *, thread_ts: str | None = None, now: datetime | None = None
+    ) -> PostedRef:
+        """Record what was posted under `key`; if another writer recorded the key first, theirs stands."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        with self._write.begin() as session:
+            session.execute(
+                dialect.insert(PostedMessage)
+                .values(key=key, channel=channel, ts=ts, thread_ts=thread_ts, posted_at=_now(now))
+                .on_conflict_do_nothing(index_elements=["key"])
+            )
+            row = session.get_one(PostedMessage, key)
+            return PostedRef(channel=row.channel, ts=row.ts, thread_ts=row.thread_ts)
 
     # -- reading ---------------------------------------------------------------------------------------
 

@@ -16,10 +16,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from matcher.analysis.rankmap import RankMap
+from matcher.analysis.redact import redact
 from matcher.model import Evidence, Observation
+from matcher.rules import rules
 
-CASCADE_DISCOUNT = 0.5
-MAX_CONFIDENCE = 0.97
 EVIDENCE_PER_CLASS = 5
 # A clue (context) says more about the cause than what the waiting ranks report (cascade).
 _ROLE_ORDER = {"root": 0, "context": 1, "cascade": 2}
@@ -47,7 +47,8 @@ def confidences(masses: dict[str, float]) -> dict[str, float]:
     total = sum(masses.values())
     if total <= 0:
         return {}
-    return {c: min(MAX_CONFIDENCE, strength(m) * m / total) for c, m in masses.items() if m > 0}
+    cap = rules().confidence.max_confidence
+    return {c: min(cap, strength(m) * m / total) for c, m in masses.items() if m > 0}
 
 
 def by_class(observations: Iterable[Observation], role: str) -> dict[str, list[Observation]]:
@@ -73,11 +74,12 @@ def excerpts(
     chosen: list[Evidence] = []
     seen: set[tuple[str, str]] = set()
     for obs in [*pinned, *sorted(observations, key=chronological_key)]:
-        text = (obs.line.raw or obs.line.text)[:_EXCERPT_CHARS]
         key = (obs.signature, obs.line.text)
         if key in seen:
             continue
         seen.add(key)
+        # Redact before cutting: a token cut in half by the limit would no longer look like one.
+        text = redact(obs.line.raw or obs.line.text)[:_EXCERPT_CHARS]
         chosen.append(
             Evidence(source=obs.line.source, line=obs.line.lineno, text=text, signature=obs.signature)
         )

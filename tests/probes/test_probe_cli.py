@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands.probe import apply_history, fleet_history
+from bot.services.probe import apply_history, fleet_history
 from bot.store import Store
 from probes.result import ProbeResult
 from tests.conftest import need_service

@@ -1,0 +1,123 @@
+"""Diagnose a job's logs and remember the result: the one use case behind `ncclbot diagnose`, a Slack
+upload, a failed job's webhook and a thread that gains more files."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Literal
+
+import runbooks
+from matcher.model import Diagnosis
+from matcher.pipeline import diagnose
+from matcher.reading.read import ReadLimits
+from runbooks.model import RenderedRunbook
+
+log = logging.getLogger("ncclbot.services.diagnose")
+
+Source = Literal["cli", "slack", "webhook"]
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnosisRequest:
+    """What to read and how to file it. `paths` may contain '-' (then `stdin` is read)."""
+
+    paths: Sequence[str]
+    source: Source = "cli"
+    job_id: str | None = None
+    cluster: str | None = None
+    store: bool = True
+    database_url: str | None = None
+    limits: ReadLimits = field(default_factory=ReadLimits)
+    stdin: BinaryIO | None = None
+    progress: Callable[[int], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnosisOutcome:
+    """A diagnosis with its filled runbook and, when stored, the incident it joined.
+
+    `store_warning` says why a requested store did not happen: a database problem never hides the
+    diagnosis itself."""
+
+    diagnosis: Diagnosis
+    runbook: RenderedRunbook
+    input_digest: str
+    incident: Any | None = None  # bot.store.IncidentRecord; typed loosely so --no-store never imports it
+    store_warning: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `ncclbot diagnose --json` document of DESIGN.md."""
+        document = self.diagnosis.to_json()
+        document["runbook"] = self.runbook.to_json()
+        if self.incident is not None:
+            document["incident"] = self.incident.to_json()
+        return document
+
+
+def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
+    """Read, diagnose, fill the runbook and (unless `store=False`) record the occurrence.
+
+    Raises matcher.model.InputError for unusable input; store problems become `store_warning`."""
+    result = diagnose(request.paths, limits=request.limits, stdin=request.stdin, progress=request.progress)
+    diagnosis = result.diagnosis
+    # From here on the diagnosis exists: a runbook or store problem is a warning, never a lost result.
+    runbook = _filled_runbook(diagnosis)
+    outcome = DiagnosisOutcome(diagnosis=diagnosis, runbook=runbook, input_digest=result.input_digest)
+    if not request.store:
+        return outcome
+    incident, warning = record_diagnosis(
+        diagnosis,
+        result.input_digest,
+        source=request.source,
+        job_id=request.job_id,
+        cluster=request.cluster,
+        database_url=request.database_url,
+    )
+    return DiagnosisOutcome(
+        diagnosis=diagnosis,
+        runbook=runbook,
+        input_digest=result.input_digest,
+        incident=incident,
+        store_warning=warning,
+    )
+
+
+def _filled_runbook(diagnosis: Diagnosis) -> RenderedRunbook:
+    """The class' runbook with this diagnosis' values; values come from logs, so if filling them ever
+    fails the runbook comes with neutral wording instead, and a warning."""
+    try:
+        return runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
+    except Exception as error:
+        log.warning("runbook filled without this diagnosis' values: %s: %s", type(error).__name__, error)
+        return runbooks.render_for(diagnosis.primary.class_id, {})
+
+
+def record_diagnosis(
+    diagnosis: Diagnosis,
+    input_digest: str,
+    *,
+    source: Source,
+    job_id: str | None = None,
+    cluster: str | None = None,
+    database_url: str | None = None,
+) -> tuple[Any | None, str | None]:
+    """Store one diagnosis; returns (IncidentRecord, None) or (None, why it was not stored).
+
+    Whatever goes wrong with the database (a data directory that cannot be created, a driver that is not
+    installed, a URL it cannot parse, a value it refuses, a corrupt file) must not hide the diagnosis, so
+    every error becomes the warning (its reason is one line, credentials masked)."""
+    from bot.store import Store
+    from bot.store.engine import database_error_reason
+
+    try:
+        with Store.open(database_url) as store:
+            record = store.record_diagnosis(
+                diagnosis, source=source, job_id=job_id, cluster=cluster, input_digest=input_digest
+            )
+            return record, None
+    except Exception as error:
+        reason = f"diagnosis not stored: {database_error_reason(error)}"
+        log.warning("%s", reason)
+        return None, reason

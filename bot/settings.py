@@ -1,0 +1,121 @@
+"""One typed settings object for the server and every front end: environment variables, optionally a
+TOML file (`NCCLBOT_CONFIG=/etc/ncclbot.toml`, keys named like the fields), validated once at start.
+
+Environment names follow DESIGN.md: Slack's own variables keep their usual names (`SLACK_BOT_TOKEN`...),
+everything else is `NCCLBOT_<FIELD>`. The environment wins over the file. Secrets are `SecretStr`, so a
+settings object printed or logged never shows them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_FILE_ENV = "NCCLBOT_CONFIG"
+GIB = 1024**3
+
+
+def _env(field: str, *extra: str) -> Any:
+    """Accept `NCCLBOT_FIELD` in the environment, `field` in the TOML file, and `extra` names."""
+    return AliasChoices(field, f"NCCLBOT_{field.upper()}", *extra)
+
+
+class SettingsError(ValueError):
+    """Invalid settings: one line per problem, ready to print."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="forbid", populate_by_name=True, case_sensitive=False)
+
+    # Slack (DESIGN.md names)
+    slack_bot_token: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("slack_bot_token", "SLACK_BOT_TOKEN")
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("slack_signing_secret", "SLACK_SIGNING_SECRET")
+    )
+    slack_app_token: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("slack_app_token", "SLACK_APP_TOKEN")
+    )
+    slack_api_url: str = Field(
+        "https://slack.com/api/", validation_alias=AliasChoices("slack_api_url", "SLACK_API_URL")
+    )
+    default_channel: str | None = Field(None, validation_alias=_env("default_channel"))
+    # Who may press Probe / Drain / Resolve / Requeue: Slack user ids and user-group ids.
+    admin_users: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=_env("admin_users")
+    )
+    admin_groups: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=_env("admin_groups")
+    )
+
+    # Storage and inputs
+    database_url: str | None = Field(None, validation_alias=_env("database_url"))
+    max_upload_bytes: int = Field(GIB, gt=0, validation_alias=_env("max_upload_bytes"))
+    spool_dir: Path | None = Field(None, validation_alias=_env("spool_dir"))
+    diagnosis_concurrency: int = Field(2, ge=1, le=64, validation_alias=_env("diagnosis_concurrency"))
+
+    # Webhook
+    webhook_secret: SecretStr | None = Field(None, validation_alias=_env("webhook_secret"))
+
+    # HTTP server (`ncclbot serve`)
+    host: str = Field("127.0.0.1", validation_alias=_env("host"))
+    port: int = Field(3000, ge=1, le=65535, validation_alias=_env("port"))
+
+    @field_validator("admin_users", "admin_groups", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s) URL, not {value!r}")
+        return value if value.endswith("/") else value + "/"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(CONFIG_FILE_ENV)
+        if config_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
+        return tuple(sources)
+
+    @property
+    def slack_enabled(self) -> bool:
+        return self.slack_bot_token is not None and self.slack_signing_secret is not None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read and validate the settings; raise SettingsError with one line per problem."""
+    config_file = os.environ.get(CONFIG_FILE_ENV)
+    if config_file and not Path(config_file).is_file():
+        raise SettingsError(f"{CONFIG_FILE_ENV}={config_file}: no such file")
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors():
+            where = ".".join(str(part) for part in problem["loc"]) or "settings"
+            lines.append(f"{where}: {problem['msg']}")
+        raise SettingsError("\n".join(lines)) from None
