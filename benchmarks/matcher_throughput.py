@@ -20,9 +20,10 @@ Shapes (generated under a temp dir, streamed, never held in memory; deleted afte
 
 Per shape, in the same run, it times `LC_ALL=C grep -c -F -f <7 keywords>` (`-r` on a folder) and the whole
 diagnosis (`matcher.pipeline.diagnose`, start-up included) in a child process, interleaved and best of
-`--repeat`, and prints both throughputs, their ratio (target >= 0.5, stretch >= 1.0), the child's peak RSS
-(its own and its workers', target < 300 MB) and whether the diagnosis is the expected one. It asserts
-nothing about time.
+`--repeat`, and prints both throughputs, their ratio (target >= 0.5, stretch >= 1.0; also the median of the
+runs side by side, and the ratio of CPU seconds: the ceiling on a machine busy with other work), the
+child's peak RSS (its own and its workers', target < 300 MB) and whether the diagnosis is the expected
+one. It asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -296,6 +297,12 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def _cpu_of_children() -> float:
+    """CPU seconds of the child processes reaped so far (a diagnosis child's workers included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def time_grep(log: Path, workdir: Path) -> tuple[float, int]:
     keywords = workdir / "keywords.txt"
     keywords.write_text("\n".join(GREP_KEYWORDS) + "\n")
@@ -381,10 +388,16 @@ def measure(
     grep_runs: list[float] = []
     runs: list[dict[str, Any]] = []
     grep_count = 0
+    grep_cpu: list[float] = []
+    diag_cpu: list[float] = []
     for _ in range(repeat):  # interleaved, so that both see the same load on a shared machine
+        before = _cpu_of_children()
         seconds, grep_count = time_grep(log, workdir)
         grep_runs.append(seconds)
+        between = _cpu_of_children()
         runs.append(_child(log, env))
+        grep_cpu.append(between - before)
+        diag_cpu.append(_cpu_of_children() - between)
     best = min(runs, key=lambda run: float(run["seconds"]))
     grep_s, diag_s, startup_s = min(grep_runs), float(best["seconds"]), float(best["startup_seconds"])
     peak = max(float(run["peak_rss_mb"]) for run in runs)
@@ -400,9 +413,16 @@ def measure(
     print(f"grep -c -F  : {grep_s:6.2f} s  {mb / grep_s:6.0f} MB/s  ({grep_count} matching lines)")
     print(f"diagnosis   : {diag_s:6.2f} s  {mb / diag_s:6.0f} MB/s  (start-up {startup_s:.2f} s included)")
     per_run = ", ".join(f"{r:.2f}" for r in ratios)
+    median = ratios[len(ratios) // 2]
     print(
         f"ratio       : {ratio:.2f}  (diagnosis / grep throughput; per run {per_run};"
         f" target >= 0.5 {_verdict(ratio >= 0.5)}, stretch >= 1.0 {_verdict(ratio >= 1.0)})"
+    )
+    print(f"median ratio: {median:.2f}  (of the runs side by side)")
+    cpu_ratio = min(grep_cpu) / min(diag_cpu)
+    print(
+        f"CPU         : grep {min(grep_cpu):.2f} s, diagnosis {min(diag_cpu):.2f} s in all its processes; "
+        f"ratio {cpu_ratio:.2f} (what a machine busy with other work leaves)"
     )
     print(
         f"peak RSS    : {peak:.0f} MB, largest worker {worker_peak:.0f} MB  "
@@ -411,7 +431,13 @@ def measure(
     headline = {k: best[k] for k in ("class", "confidence", "culprit")}
     print(f"result      : {json.dumps(headline)}")
     print(f"expected    : {expect_class} culprit ranks {expect_ranks}: {_verdict(ok_class and ok_ranks)}")
-    return {"ratio": ratio, "seconds": diag_s, "mb_s": mb / diag_s, "rss": max(peak, worker_peak)}
+    return {
+        "ratio": ratio,
+        "median": median,
+        "cpu_ratio": cpu_ratio,
+        "seconds": diag_s,
+        "rss": max(peak, worker_peak),
+    }
 
 
 def main() -> None:

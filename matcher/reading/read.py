@@ -125,6 +125,9 @@ class Source:
     # a scanner may read byte ranges of it itself (`iter_blocks(..., span=...)`), in another process too.
     path: str | None = None
     size: int | None = None
+    # A file of a folder or a member of an archive: written by a machine, one of many, never a pasted
+    # excerpt (hard-wrapped lines are re-joined only in a file or stream given on its own).
+    bundled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +200,7 @@ class _Expander:
         if not files:
             raise InputError(f"{display_name(root)}: folder has no files")
         for display, fs_path in files:
-            yield from self.file(display, fs_path, in_folder=True)
+            yield from _bundled(self.file(display, fs_path, in_folder=True))
 
     def file(self, name: str, fs_path: str, in_folder: bool = False) -> Iterator[Source]:
         def open_raw() -> BinaryIO:
@@ -327,7 +330,7 @@ class _Expander:
                 cursor.index += 1
                 if not member.isreg():
                     continue
-                yield from self._tar_member(name, archive, member, cursor, open_stream, reopenable)
+                yield from _bundled(self._tar_member(name, archive, member, cursor, open_stream, reopenable))
         finally:
             cursor.index = -1
             archive.close()
@@ -443,7 +446,7 @@ class _Expander:
                     )
                     continue
                 first_at[info.header_offset] = display_name(info.filename)
-                yield from self._zip_member(name, fs_path, archive, info, guard)
+                yield from _bundled(self._zip_member(name, fs_path, archive, info, guard))
         finally:
             archive.close()
 
@@ -580,6 +583,11 @@ class _Cursor:
     """Index of the tar member `iter_sources` is paused on (-1 once the archive is done)."""
 
     index: int = -1
+
+
+def _bundled(sources: Iterator[Source]) -> Iterator[Source]:
+    for source in sources:
+        yield replace(source, bundled=True)
 
 
 def _member_stream(archive: tarfile.TarFile, member: tarfile.TarInfo, name: str) -> BinaryIO | None:
@@ -814,19 +822,24 @@ class _Blocker:
                 return True
         want, self.first_read = self.first_read or self.size, 0
         end = self.filled + want
-        got = _fill(self.stream, self.view[self.filled : min(end, len(self.buffer))], self.source.name)
-        if self.filled + got == len(self.buffer) < end:  # the small buffer is full: grow, read the rest
-            self._grow()
-            got += _fill(self.stream, self.view[self.filled + got : end], self.source.name)
+        got = 0
+        while True:  # one read of `want` bytes, the buffer doubling while it is too small for it
+            room = min(end, len(self.buffer))
+            got += _fill(self.stream, self.view[self.filled + got : room], self.source.name)
+            if self.filled + got < room or room == end:  # the stream ended, or the read is complete
+                break
+            self._grow(len(self.buffer) * 2)
         self.consumed += got
         self.filled += got
         return got > 0
 
-    def _grow(self) -> None:
+    def _grow(self, size: int | None = None) -> None:
+        """To `size` bytes (default: all the buffer ever needs, a block and a carried line)."""
         full = self.cap + self.size
-        if len(self.buffer) < full:
+        size = full if size is None else min(size, full)
+        if len(self.buffer) < size:
             self.view.release()
-            self.buffer.extend(bytes(full - len(self.buffer)))
+            self.buffer.extend(bytes(size - len(self.buffer)))
             self.view = memoryview(self.buffer)
 
     def _take_whole_lines(self) -> bytes:

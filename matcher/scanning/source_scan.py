@@ -547,8 +547,8 @@ def scan_piece(
     `give_seed`: return this span's for them; `guess`: a later span scanned before the first span is
     done, sampling context lines throughout, to be checked with `settles`)."""
     state = _SourceScan(source, catalog, [], budget)
-    if span is not None and (span.begin or span.end is not None):
-        state.small = None  # re-joining wraps is for small pasted sources, never for spans of a big file
+    if source.bundled or (span is not None and (span.begin or span.end is not None)):
+        state.small = None  # wraps are re-joined in pasted excerpts: never a bundle's files or a big file
     if seed is not None:
         state.plant(seed)
     if guess:
