@@ -102,6 +102,7 @@ def _scan(source: Source, span: Span | None, seed: Seed | None, give_seed: bool,
         seed=seed,
         give_seed=give_seed,
         guess=guess,
+        read_ahead=False,  # the workers keep the cores busy: a read-ahead thread would only add switches
     )
 
 

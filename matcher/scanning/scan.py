@@ -137,6 +137,7 @@ class _Scanner:
             span=span,
             seed=seed,
             give_seed=give_seed,
+            read_ahead=self.workers is None,  # with workers running, every core is taken
             progress=self.progress,
         )
 

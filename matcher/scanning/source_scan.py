@@ -541,11 +541,13 @@ def scan_piece(
     seed: Seed | None = None,
     give_seed: bool = False,
     guess: bool = False,
+    read_ahead: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> Piece:
     """Scan a whole source, or one span of a plain file (`seed`: the first span's, for the others;
     `give_seed`: return this span's for them; `guess`: a later span scanned before the first span is
-    done, sampling context lines throughout, to be checked with `settles`)."""
+    done, sampling context lines throughout, to be checked with `settles`; `read_ahead`: read the next
+    blocks in a helper thread, worth it only while a core is free)."""
     state = _SourceScan(source, catalog, [], budget)
     if source.bundled or (span is not None and (span.begin or span.end is not None)):
         state.small = None  # wraps are re-joined in pasted excerpts: never a bundle's files or a big file
@@ -553,7 +555,8 @@ def scan_piece(
         state.plant(seed)
     if guess:
         state.flood.sampling = state.flood.held = True
-    for block in prefetched(read.iter_blocks(source, limits, span)):
+    blocks = read.iter_blocks(source, limits, span)
+    for block in prefetched(blocks) if read_ahead else blocks:
         state.block(block, prefilter)
         if progress is not None:
             progress(len(block.data))
