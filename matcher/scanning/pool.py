@@ -15,6 +15,7 @@ MAX_WORKERS; 1 scans everything in-process).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import multiprocessing.pool
 import os
@@ -58,6 +59,10 @@ class Workers:
         # Forking is safe only while this process runs a single thread.
         method = "fork" if threading.active_count() == 1 else "forkserver"
         context = multiprocessing.get_context(method)
+        if method == "fork":
+            # What the workers inherit (catalog, compiled patterns, modules) is never garbage: frozen, the
+            # collector in each worker neither walks it nor touches (and so copies) its pages.
+            gc.freeze()
         self._pool = context.Pool(count, initializer=_start, initargs=(catalog, limits, budget))
 
     def submit(

@@ -148,6 +148,7 @@ class Piece:
     tail: bytes  # the end of its last block
     read_bytes: int = 0  # bytes of input read (`size` counts them after cleaning: cut lines, NULs)
     digest: str | None = None  # the content digest, when the piece is a whole source
+    context_seen: bool = False  # whether any line was a candidate of a context signature
     seed: Seed | None = None
 
     # Pieces come back from worker processes: observations travel as plain tuples, which pickle at C
@@ -208,6 +209,7 @@ class _SourceScan:
     offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
     head: bytes | None = None
     read_bytes: int = 0
+    context_seen: bool = False
     flood: FloodControl = field(init=False)
     small: list[read.Block] | None = field(default_factory=list)  # the blocks while the source is small
 
@@ -264,6 +266,7 @@ class _SourceScan:
                 looked = [i for i in active if i in flood.context] if had_context else looked
             if not had_context:
                 continue
+            self.context_seen = True
             productive = [i for i in looked if i in self.fresh]
             if flood.outcome(looked, productive) is not Turn.GO_ON:
                 return stop + 1
@@ -351,6 +354,7 @@ class _SourceScan:
             head=self.head or b"",
             tail=tail,
             read_bytes=self.read_bytes,
+            context_seen=self.context_seen,
         )
 
     def seed(self) -> Seed:
@@ -436,7 +440,10 @@ def settles(seed: Seed, guess: Piece) -> bool:
     have from that span's seed. The guess samples from its first line and never wakes; a run from the
     seed samples the same lines as long as none of them says something new to the seed, so it is the
     same run when the seed ended sampling and every context observation of the guess belongs to a
-    writer the seed already has in full (what else differs, the caps, is applied again at the merge)."""
+    writer the seed already has in full (what else differs, the caps, is applied again at the merge);
+    and when the span holds no context line at all, however the seed ended."""
+    if not guess.context_seen:  # no context line at all in the span: every mode reads it alike
+        return True
     if not seed.flood.sampling:
         return False
     for obs in guess.observations:
