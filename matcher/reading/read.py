@@ -1,7 +1,7 @@
 """Input side of the matcher: paths, folders, archives and stdin -> sources -> blocks of whole lines.
 
-- `ReadLimits`: caps (decompressed bytes of the whole input, line bytes, archive members, block size,
-  expansion ratio). `max_input_bytes` defaults to env NCCLBOT_MAX_INPUT_BYTES, else 64 GiB.
+- `ReadLimits`: caps (decompressed bytes of the whole input, line bytes, archive members, folder files,
+  block size, expansion ratio). `max_input_bytes` defaults to env NCCLBOT_MAX_INPUT_BYTES, else 64 GiB.
 - `iter_sources(paths, limits, stdin=None) -> Iterator[Source]`: files in the order given, folders walked
   in natural sorted order (`rank2` before `rank10`), archives expanded, '-' for stdin. Formats are detected
   by magic bytes (see `matcher.reading.sniff`), never by extension. Rank/host hints come from the path
@@ -9,7 +9,12 @@
   kind="flight-recorder" (not unpickled here). Text sources also carry `year` (first dated timestamp
   in the file's head, for year-less formats) and `labels_are_ranks` (see `matcher.reading.prefixes`). UTF-16
   text with a byte order mark is transcoded to UTF-8. Names are made printable (one line).
-- `iter_blocks(source, limits) -> Iterator[Block]`: the byte stream in blocks of whole lines.
+- `iter_blocks(source, limits, span=None) -> Iterator[Block]`: the byte stream in blocks of whole lines.
+- Plain files (read as they are) carry `path` and `size`: `plan_spans` cuts one into spans whose blocks,
+  read one after the other with `iter_blocks(..., span=...)`, are exactly the whole file's, so that
+  other processes can scan parts of it. A file's size counts against `max_input_bytes` as soon as it is
+  reached. Files of a folder and archive members are `bundled` (never treated as pasted excerpts). A
+  file given twice, or given and found again in a folder, is read once.
 
 Archives: zip members in sorted order, tar members in archive order (a tar is read once, as a stream;
 re-sorting would mean decompressing it again per member). Nothing is ever written to disk; member names
@@ -23,11 +28,15 @@ normal `for source in iter_sources(...): for block in iter_blocks(source)` loop)
 re-reads the archive from the start up to that member (files only; stdin cannot be re-read).
 
 Refusals (`InputError`, one line): missing path, unreadable file named on the command line (inside a
-folder it is skipped with a warning), folder without files, zip on stdin,
-more decompressed bytes than `max_input_bytes` (counted across the whole input), a stream expanding more
-than `max_ratio`:1 past 64 MiB, more than `max_archive_members` members, corrupt compressed data, and at
-the end: nothing usable (every file empty, binary or skipped). Binary files are skipped with a warning as
-long as something else is usable. A compressed stream cut short ends cleanly with a warning.
+folder it is skipped with a warning, I/O errors such as EIO included), folder without files or with more
+than `max_folder_files` (refused while listing), zip on stdin, more decompressed bytes than
+`max_input_bytes` (counted across the whole input), a stream expanding more than `max_ratio`:1 past 64 MiB,
+a zip archive whose members together expand more than `max_ratio`:1 its size on disk past 64 MiB (declared
+member sizes are not trusted; central-directory entries that point at data already read are skipped),
+more than `max_archive_members` members (an uncompressed tar on disk is counted before any member is
+read), corrupt compressed data, and at the end: nothing usable (every file empty, binary or skipped).
+Binary files are skipped with a warning as long as something else is usable. A compressed stream or a
+tar cut short ends cleanly with a warning, keeping all that is there (inside a cut member too).
 
 Blocks and line numbers: `Block.data` holds whole `\\n`-terminated lines (a truncated last line gets a
 `\\n`), about `block_bytes` each, and `first_lineno` is the 1-based number of its first line. Line numbers
@@ -38,8 +47,9 @@ break the scanner's literal prefilter); neither changes line numbers. A line lon
 is cut to that length: its start is kept, except for a line of `\\r` rewrites, which keeps its start and
 its last segments (the message after a long run of progress bars). Memory stays bounded by about
 `2 * block_bytes + 3 * max_line_bytes` (one reusable read buffer, the block being handed out, the two
-ends of an over-long line), whatever the input. Reads land straight in the buffer (`readinto`), so a
-block costs one copy on its way out.
+ends of an over-long line), whatever the input; the buffer starts at 64 KiB and grows only for a source
+that fills it. Reads land straight in the buffer (`readinto`), so a block costs one copy on its way out.
+`Block.consumed` counts the bytes read from the stream (what stats report), before lines are cut.
 """
 
 from __future__ import annotations

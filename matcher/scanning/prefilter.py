@@ -8,6 +8,13 @@ pure-Python fallback finds candidate lines with `bytes.find` per keyword and re-
 each such line. Measured on a 20 MB NCCL_DEBUG=INFO log with the full catalog (~370 keywords): Hyperscan
 ~1.3 GB/s; `bytes.find` per keyword ~7 MB/s (one C-speed pass per keyword); one `re` (or `regex`)
 alternation of all keywords ~1 MB/s. The fallback is fine for pasted excerpts and slow on huge logs.
+
+`lines(block)` answers at keyword level (every signature whose keyword a line holds). The scanner asks
+`candidates(block)`, which with Hyperscan is stricter for root and cascade signatures: their own regexes,
+compiled for Hyperscan as supersets (`matcher.scanning.pattern_prefilter`), must be able to match the
+line, so the healthy setup lines that merely hold a keyword never reach Python. Context signatures stay
+at keyword level (their floods are handled by `matcher.scanning.flood`); with `sample_context`, only
+each context keyword's first occurrence in the block counts, and one Hyperscan pass answers both.
 """
 
 from __future__ import annotations
