@@ -92,14 +92,15 @@ def hyperscan_pattern(source: str) -> bytes | None:
     return "".join(out).encode()
 
 
-@functools.lru_cache(maxsize=4)
-def compiled(expressions: tuple[tuple[bytes, int], ...]) -> tuple[Any, tuple[int, ...]]:
+@functools.lru_cache(maxsize=16)
+def compiled(expressions: tuple[tuple[bytes, int], ...], role: str = "rare") -> tuple[Any, tuple[int, ...]]:
     """One block-mode database of (pattern, flags) pairs, and the indices of those that did not compile
-    (left out). Kept per process and, serialized, in the start-up cache."""
+    (left out). Kept per process and, serialized, in the start-up cache (one entry name per `role`, so
+    that the databases of one catalog do not evict each other there)."""
     parts = [pattern + b"\0" + str(flags).encode() for pattern, flags in expressions]
     key = catalog_cache.digest([hyperscan.__version__.encode(), *parts])
     directory = catalog_cache.cache_directory()
-    stored = catalog_cache.cached("prefilter", key, lambda: _build(expressions), directory)
+    stored = catalog_cache.cached(f"prefilter-{role}", key, lambda: _build(expressions), directory)
     try:
         database = hyperscan.loadb(base64.b64decode(stored["database"]), hyperscan.HS_MODE_BLOCK)
     except Exception:  # another machine's CPU features, a damaged entry: compile here

@@ -84,8 +84,15 @@ class _HyperscanBackend:
     def __init__(self, catalog: Catalog, keywords: list[_Keyword]) -> None:
         self._catalog = catalog
         self._keywords = keywords
-        self._database = _literal_database(keywords)
-        self._scratch = hyperscan.Scratch(self._database)
+
+    @functools.cached_property
+    def _database(self) -> Any:
+        """Every keyword (wrap re-joining, non-ASCII lines): built on first use, many runs never need it."""
+        return _literal_database(self._keywords, role="keywords")
+
+    @functools.cached_property
+    def _scratch(self) -> Any:
+        return hyperscan.Scratch(self._database)
 
     def lines(self, data: bytes) -> list[Candidate]:
         hits: list[tuple[int, tuple[int, ...]]] = []
@@ -190,8 +197,10 @@ class _Screen:
         ]
         context = [k for k in context if k.signatures]
         self.context_owners = [k.signatures for k in context]
-        self.context_full = _literal_database(context) if context else None
-        self.context_sampled = _literal_database(context, first_only=True) if context else None
+        self.context_full = _literal_database(context, "context") if context else None
+        self.context_sampled = (
+            _literal_database(context, "context-first", first_only=True) if context else None
+        )
         self.context_scratch = hyperscan.Scratch(self.context_full) if self.context_full else None
         self.sampled_scratch = hyperscan.Scratch(self.context_sampled) if self.context_sampled else None
         self.screened_owners = [tuple(s for s in k.signatures if s in screened) for k in keywords]
@@ -207,7 +216,7 @@ class _Screen:
                 )
                 for k in context
             ]
-            sampler, refused = pattern_prefilter.compiled((*kept, *sampled))
+            sampler, refused = pattern_prefilter.compiled((*kept, *sampled), "sampler")
             if not refused:
                 self.sampler = sampler
                 self.sampler_owners = [o for i, o in enumerate(owners) if i not in set(rejected)]
@@ -233,16 +242,15 @@ class _Screen:
                 owners.append(unscreened)
 
 
-def _literal_database(keywords: list[_Keyword], first_only: bool = False) -> Any:
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+def _literal_database(keywords: list[_Keyword], role: str, first_only: bool = False) -> Any:
+    """The keywords as one database (escaped into patterns, so that it is cached like the others)."""
     first = hyperscan.HS_FLAG_SINGLEMATCH if first_only else 0
-    database.compile(
-        expressions=[k.text for k in keywords],
-        ids=list(range(len(keywords))),
-        elements=len(keywords),
-        flags=[(hyperscan.HS_FLAG_CASELESS if k.caseless else 0) | first for k in keywords],
-        literal=True,
+    expressions = tuple(
+        (re.escape(k.text), (hyperscan.HS_FLAG_CASELESS if k.caseless else 0) | first) for k in keywords
     )
+    database, rejected = pattern_prefilter.compiled(expressions, role)
+    if rejected:  # cannot happen for escaped literals
+        raise RuntimeError("a signature keyword does not compile in Hyperscan")
     return database
 
 
