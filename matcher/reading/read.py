@@ -338,6 +338,7 @@ class _Expander:
                 if members > self.limits.max_archive_members:
                     raise InputError(f"{name}: more than {self.limits.max_archive_members} archive members")
                 cursor.index += 1
+                archive.members.clear()  # type: ignore[attr-defined]  # tarfile keeps every header it read
                 if not member.isreg():
                     continue
                 yield from _bundled(self._tar_member(name, archive, member, cursor, open_stream, reopenable))

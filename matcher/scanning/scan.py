@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from multiprocessing.pool import AsyncResult
+from typing import BinaryIO
 
 from matcher.model import Observation, ScanResult, SourceSummary, Stats
 from matcher.reading import read
@@ -125,6 +126,9 @@ class _Scanner:
             slot.pieces = [first, *(self._here(source, span, first.seed, False) for span in spans[1:])]
         else:
             slot.pieces = [self._here(source, None, None, False)]
+        # The slot waits for the merge: it keeps the source's name and hints, not its opener (a closure
+        # over the reader's streams; a tar of 100k members would keep them all alive).
+        slot.source = replace(source, opener=_spent)
         return slot
 
     def _here(self, source: Source, span: Span | None, seed: Seed | None, give_seed: bool) -> Piece:
@@ -163,6 +167,10 @@ class _Scanner:
 
     def _piece_done(self, piece: Piece) -> None:
         self.progress(piece.size)
+
+
+def _spent() -> BinaryIO:
+    raise RuntimeError("a source already scanned is not read again")
 
 
 def scan(
