@@ -107,25 +107,16 @@ class _HyperscanBackend:
         screen = self._screen
         hits: list[tuple[int, tuple[int, ...]]] = []
 
-        def on_rare(expression: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.append((end, screen.rare_owners[expression]))
+        def on_screen(expression: int, start: int, end: int, flags: int, context: Any) -> None:
+            hits.append((end, screen.screen_owners[expression]))
 
         def on_context(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
             hits.append((end, screen.context_owners[keyword]))
 
-        def on_either(expression: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.append((end, screen.sampler_owners[expression]))
-
-        if sample_context and screen.sampler is not None:  # one pass for both: most of a large log
-            screen.sampler.scan(data, match_event_handler=on_either, scratch=screen.sampler_scratch)
-        else:
-            if screen.rare is not None:
-                screen.rare.scan(data, match_event_handler=on_rare, scratch=screen.rare_scratch)
-            if sample_context and screen.context_sampled is not None:
-                scratch = screen.sampled_scratch
-                screen.context_sampled.scan(data, match_event_handler=on_context, scratch=scratch)
-            elif screen.context_full is not None:
-                screen.context_full.scan(data, match_event_handler=on_context, scratch=screen.context_scratch)
+        if screen.screen is not None:
+            screen.screen.scan(data, match_event_handler=on_screen, scratch=screen.screen_scratch)
+        if not sample_context and screen.context_full is not None:
+            screen.context_full.scan(data, match_event_handler=on_context, scratch=screen.context_scratch)
         if not data.isascii():
             hits.extend(self._keyword_hits_off_ascii(data))
         hits.sort(key=_first)
@@ -159,10 +150,11 @@ class _HyperscanBackend:
 
 
 class _Screen:
-    """The scanner's databases: `rare` holds root and cascade signatures as regexes where Hyperscan can
-    run them (`matcher.scanning.pattern_prefilter`), else their keywords; context keywords sit in their
-    own literal database, in two builds: every occurrence, and (`context_sampled`) the first occurrence
-    of each keyword in a block, for a flood of setup lines that keeps saying what is already known."""
+    """The scanner's databases. `screen` holds root and cascade signatures as regexes where Hyperscan can
+    run them (`matcher.scanning.pattern_prefilter`), else their keywords, and the first occurrence of each
+    context keyword in a block: what a scan needs once a flood of setup lines keeps saying what is already
+    known, in one pass. `context_full` reports every occurrence of the context keywords, for the lines
+    before that (where its hits join the first occurrences `screen` also reports)."""
 
     def __init__(self, catalog: Catalog, keywords: list[_Keyword]) -> None:
         signatures = self._signatures = catalog.signatures
@@ -172,56 +164,55 @@ class _Screen:
                 pattern = pattern_prefilter.hyperscan_pattern(signature.pattern_source)
                 if pattern is not None:
                     converted[index] = pattern
-        expressions: list[tuple[bytes, int]] = []
-        owners: list[tuple[int, ...]] = []
-        for index, pattern in converted.items():
-            caseless = hyperscan.HS_FLAG_CASELESS if signatures[index].caseless else 0
-            expressions.append((pattern, hyperscan.HS_FLAG_PREFILTER | caseless))
-            owners.append((index,))
-        screened = set(converted)
-        self._add_keywords(keywords, screened, expressions, owners)
-        database, rejected = pattern_prefilter.compiled(tuple(expressions)) if expressions else (None, ())
-        if rejected:  # patterns Hyperscan could not take: their signatures keep their keywords
-            screened -= {owners[i][0] for i in rejected}
-            del expressions[len(converted) :], owners[len(converted) :]
-            self._add_keywords(keywords, screened, expressions, owners)
-            database, rejected = pattern_prefilter.compiled(tuple(expressions))
-            if any(i >= len(converted) for i in rejected):
-                raise RuntimeError("a signature keyword does not compile in Hyperscan")
-        self.rare = database  # None: the catalog has no root or cascade signature
-        self.rare_scratch = hyperscan.Scratch(database) if database is not None else None
-        self.rare_owners = owners
         context = [
             _Keyword(k.text, k.caseless, tuple(s for s in k.signatures if signatures[s].role == "context"))
             for k in keywords
         ]
         context = [k for k in context if k.signatures]
         self.context_owners = [k.signatures for k in context]
+        first_context = [
+            (
+                re.escape(k.text),
+                hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if k.caseless else 0),
+            )
+            for k in context
+        ]
+        screened = set(converted)
+        expressions, owners = self._expressions(converted, keywords, screened, first_context)
+        database, rejected = pattern_prefilter.compiled(tuple(expressions)) if expressions else (None, ())
+        if rejected:  # patterns Hyperscan could not take: their signatures keep their keywords
+            screened -= {owners[i][0] for i in rejected if i < len(converted)}
+            expressions, owners = self._expressions(converted, keywords, screened, first_context)
+            database, rejected = pattern_prefilter.compiled(tuple(expressions))
+            if any(i >= len(converted) for i in rejected):
+                raise RuntimeError("a signature keyword does not compile in Hyperscan")
+        self.screen = database  # None: nothing to look for
+        self.screen_owners = owners
+        self.screen_scratch = hyperscan.Scratch(database) if database is not None else None
         self.context_full = _literal_database(context, "context") if context else None
-        self.context_sampled = (
-            _literal_database(context, "context-first", first_only=True) if context else None
-        )
         self.context_scratch = hyperscan.Scratch(self.context_full) if self.context_full else None
-        self.sampled_scratch = hyperscan.Scratch(self.context_sampled) if self.context_sampled else None
         self.screened_owners = [tuple(s for s in k.signatures if s in screened) for k in keywords]
-        # Sampling needs both at once: the rare expressions and the first occurrence of each context
-        # keyword, in one database (one pass over the block instead of two).
-        self.sampler, self.sampler_owners, self.sampler_scratch = None, self.rare_owners, None
-        if database is not None and context:
-            kept = [e for i, e in enumerate(expressions) if i not in set(rejected)]
-            sampled = [
-                (
-                    re.escape(k.text),
-                    hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if k.caseless else 0),
-                )
-                for k in context
-            ]
-            sampler, refused = pattern_prefilter.compiled((*kept, *sampled), "sampler")
-            if not refused:
-                self.sampler = sampler
-                self.sampler_owners = [o for i, o in enumerate(owners) if i not in set(rejected)]
-                self.sampler_owners += self.context_owners
-                self.sampler_scratch = hyperscan.Scratch(sampler)
+
+    def _expressions(
+        self,
+        converted: dict[int, bytes],
+        keywords: list[_Keyword],
+        screened: set[int],
+        first_context: list[tuple[bytes, int]],
+    ) -> tuple[list[tuple[bytes, int]], list[tuple[int, ...]]]:
+        """The screening database's expressions (regexes first, a rejected one never compiled again) and
+        the signatures each one stands for."""
+        expressions: list[tuple[bytes, int]] = []
+        owners: list[tuple[int, ...]] = []
+        for index, pattern in converted.items():
+            if index in screened:
+                caseless = hyperscan.HS_FLAG_CASELESS if self._signatures[index].caseless else 0
+                expressions.append((pattern, hyperscan.HS_FLAG_PREFILTER | caseless))
+                owners.append((index,))
+        self._add_keywords(keywords, screened, expressions, owners)
+        expressions += first_context
+        owners += self.context_owners
+        return expressions, owners
 
     def _add_keywords(
         self,
