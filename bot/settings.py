@@ -373,8 +373,23 @@ def load_settings(**overrides: Any) -> Settings:
         settings = Settings(**overrides)
     except ValidationError as error:
         problems += _validation_problems(error, sources)
+        settings = _without_invalid_fields(error, overrides)
     if settings is not None:
         problems += consistency_problems(settings)
     if problems or settings is None:
         raise SettingsError(problems)
     return settings
+
+
+def _without_invalid_fields(error: ValidationError, overrides: dict[str, Any]) -> Settings | None:
+    """The settings with each invalid field at its default, so that the checks across fields report
+    their problems in the same run (None when that fails too, e.g. on unknown keys in the file)."""
+    defaults = {
+        name: Settings.model_fields[name].get_default(call_default_factory=True)
+        for problem in error.errors()
+        if problem["loc"] and (name := str(problem["loc"][0])) in Settings.model_fields
+    }
+    try:
+        return Settings(**{**overrides, **defaults})
+    except ValidationError:
+        return None

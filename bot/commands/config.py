@@ -108,8 +108,10 @@ def _text(value: Any) -> str:
 def _default(name: str) -> str:
     info = Settings.model_fields[name]
     default = info.get_default(call_default_factory=True)
-    if default is None or default == []:
+    if default is None:
         return "unset"
+    if isinstance(default, list | dict | set) and not default:
+        return "none"
     return f"`{default}`"
 
 

@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from bot import logs
     from bot.cli import HeldWarnings
     from bot.commands.config import settings_or_usage_error
+    from bot.commands.store import store_errors_as_usage_errors
     from bot.server.main import serve
 
     settings = settings_or_usage_error()
@@ -33,5 +34,6 @@ def run(args: argparse.Namespace) -> int:
     for handler in [h for h in logger.handlers if isinstance(h, HeldWarnings)]:
         logger.removeHandler(handler)
     logger.propagate = True
-    serve(settings, host=args.host, port=args.port)
+    with store_errors_as_usage_errors():
+        serve(settings, host=args.host, port=args.port)
     return 0

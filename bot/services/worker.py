@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from bot import logs
 from bot.store.queue import DEFAULT_LEASE, QueuedItem, WorkQueue
 
 log = logging.getLogger("ncclbot.worker")
@@ -111,6 +112,11 @@ class QueueWorker:
         return True
 
     def _handle(self, item: QueuedItem) -> None:
+        # Every line logged while handling the item carries the id of the request that queued it.
+        with logs.request_scope(item.request_id or f"item-{item.id}"):
+            self._handle_in_scope(item)
+
+    def _handle_in_scope(self, item: QueuedItem) -> None:
         handler = self.handlers[item.kind]
         try:
             result = handler(item)
