@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from flask import Blueprint, Response, g, jsonify, request
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import REGISTRY
+from prometheus_client.exposition import choose_encoder
 from sqlalchemy import Engine, text
 
 from bot import logs, metrics
@@ -100,7 +101,9 @@ def blueprint(context: ServerContext, refresh: list[Callable[[], None]]) -> Blue
     def prometheus() -> Response:
         for hook in refresh:
             hook()
-        return Response(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+        # The format the scraper asks for (Prometheus' text format, or OpenMetrics when accepted).
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return Response(encode(REGISTRY), content_type=content_type)
 
     return ops
 
