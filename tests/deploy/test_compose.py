@@ -20,7 +20,7 @@ DEPLOY = ROOT / "deploy"
 
 
 def compose_config(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`podman-compose config` on a copy of deploy/ with ncclbot.env made from the example, as a user would."""
+    """`podman-compose config` on a copy of deploy/, with ncclbot.env made from the example as users do."""
     podman_compose = Path(sys.executable).with_name("podman-compose")
     need_service(podman_compose.exists() and bool(shutil.which("podman")), "podman and podman-compose")
     deploy = tmp_path / "deploy"

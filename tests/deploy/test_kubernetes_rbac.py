@@ -111,7 +111,8 @@ def test_the_bot_can_read_pod_logs_and_cordon_nodes() -> None:
         ),
         ("apis.get_api_versions()", set()),  # discovery: every authenticated client may
         (
-            'GROUP = "kubeflow.org"\napi.list_namespaced_custom_object(GROUP, "v1", ns, plural="pytorchjobs")',
+            'GROUP = "kubeflow.org"\n'
+            'api.list_namespaced_custom_object(GROUP, "v1", ns, plural="pytorchjobs")',
             {Need("kubeflow.org", "pytorchjobs", "list")},
         ),
     ],
