@@ -4,6 +4,7 @@ real SQLite store."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,8 @@ from sqlalchemy import create_engine
 from bot import metrics
 from bot.store import Store, migrate
 from bot.store.queue import WorkQueue
+from tests.conftest import need_service
+from tests.fixtures.postgres_server import postgres_bin, private_postgres
 from tests.server.helpers import running_server
 
 
@@ -99,3 +102,22 @@ def test_metrics_parse_as_prometheus_text_and_show_the_shared_queue(tmp_path: Pa
     [oldest] = families["ncclbot_queue_oldest_pending_seconds"].samples
     assert 3500 < oldest.value < 3700
     assert families["process_resident_memory_bytes"].samples[0].value > 0
+
+
+@pytest.mark.postgres
+def test_a_database_outage_makes_readyz_fail_and_recover_while_healthz_and_metrics_answer() -> None:
+    need_service(postgres_bin() is not None, "the PostgreSQL binaries (source .ci/services/postgres.sh)")
+    with private_postgres() as database, running_server({"NCCLBOT_DATABASE_URL": database.url}) as server:
+        assert get(f"{server.url}/readyz")[0] == 200
+        database.stop()
+        status, _, body = get(f"{server.url}/readyz")
+        checks = json.loads(body)["checks"]
+        assert status == 503
+        assert checks["database"].startswith("unreachable: ")
+        assert get(f"{server.url}/healthz")[0] == 200  # alive: no restart for a database outage
+        assert get(f"{server.url}/metrics")[0] == 200  # stale queue figures, but the scrape answers
+        database.start()
+        deadline = time.monotonic() + 30
+        while get(f"{server.url}/readyz")[0] != 200:
+            assert time.monotonic() < deadline, "readiness did not come back after the database did"
+            time.sleep(0.5)
