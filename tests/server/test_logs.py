@@ -30,6 +30,7 @@ def captured() -> Iterator[tuple[io.StringIO, list[logging.Handler]]]:
     root.setLevel(level)
 
 
+# Loggers outside the `ncclbot` tree: the CLI tests in this process turn that tree's propagation off.
 def configure(stream: io.StringIO, log_format: str) -> None:
     logs.configure(log_format, "INFO", secrets=[BOT_TOKEN, DB_PASSWORD, "abc"], stream=stream)
 
@@ -37,7 +38,7 @@ def configure(stream: io.StringIO, log_format: str) -> None:
 def test_json_lines_carry_request_id_extra_fields_and_no_secrets(captured: tuple[io.StringIO, list]) -> None:
     stream, _ = captured
     configure(stream, "json")
-    log = logging.getLogger("ncclbot.test")
+    log = logging.getLogger("tests.logs")
     with logs.request_scope("req-42"):
         log.info("posting with %s to %s", BOT_TOKEN, "C0123", extra={"channel": "C0123", "attempt": 2})
         try:
@@ -51,7 +52,7 @@ def test_json_lines_carry_request_id_extra_fields_and_no_secrets(captured: tuple
     assert (first["channel"], first["attempt"], first["logger"], first["level"]) == (
         "C0123",
         2,
-        "ncclbot.test",
+        "tests.logs",
         "INFO",
     )
     assert second["request_id"] == "req-42"
@@ -65,7 +66,7 @@ def test_json_lines_carry_request_id_extra_fields_and_no_secrets(captured: tuple
 def test_short_secrets_do_not_mask_ordinary_words(captured: tuple[io.StringIO, list]) -> None:
     stream, _ = captured
     configure(stream, "json")
-    logging.getLogger("ncclbot.test").warning("abc of NCCL")
+    logging.getLogger("tests.logs").warning("abc of NCCL")
     assert json.loads(stream.getvalue())["message"] == "abc of NCCL"
 
 
@@ -73,9 +74,9 @@ def test_text_lines_show_the_request_id(captured: tuple[io.StringIO, list]) -> N
     stream, _ = captured
     configure(stream, "text")
     with logs.request_scope("item-7"):
-        logging.getLogger("ncclbot.worker").warning("retrying with %s", BOT_TOKEN)
+        logging.getLogger("tests.worker").warning("retrying with %s", BOT_TOKEN)
     line = stream.getvalue().strip()
-    assert line.endswith("WARNING ncclbot.worker [item-7]: retrying with [REDACTED]")
+    assert line.endswith("WARNING tests.worker [item-7]: retrying with [REDACTED]")
 
 
 def test_scopes_nest_and_do_not_leak_into_other_threads() -> None:
