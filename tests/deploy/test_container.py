@@ -48,7 +48,8 @@ def test_config_check_runs_in_the_image_and_masks_secrets(image: str) -> None:
 def test_container_is_healthy_ready_scrapable_and_stops_cleanly(image: str) -> None:
     with running_container({"NCCLBOT_LOG_FORMAT": "json"}) as container:
         status, body = http("GET", f"{container.url}/readyz")
-        assert (status, json.loads(body)["checks"]) == (200, {"database": "ok", "migrations": "ok"})
+        checks = json.loads(body)["checks"]
+        assert status == 200 and {"database", "migrations"} <= set(checks) and set(checks.values()) == {"ok"}
         assert podman("healthcheck", "run", container.name, check=False).returncode == 0
         status, body = http("GET", f"{container.url}/metrics")
         families = {f.name for f in text_string_to_metric_families(body.decode())}
