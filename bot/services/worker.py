@@ -13,6 +13,7 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -118,6 +119,7 @@ class QueueWorker:
 
     def _handle_in_scope(self, item: QueuedItem) -> None:
         handler = self.handlers[item.kind]
+        started = time.monotonic()
         try:
             result = handler(item)
         except PermanentError as error:
@@ -139,6 +141,16 @@ class QueueWorker:
             return
         if not self.queue.complete(item.id, self.identity, result):
             log.warning("work item %s finished after its lease was taken over", item.id)
+            return
+        seconds = time.monotonic() - started
+        log.info(
+            "work item %s (%s %s) done in %.2f s",
+            item.id,
+            item.kind,
+            item.key,
+            seconds,
+            extra={"work_item": item.id, "kind": item.kind, "duration_ms": round(seconds * 1000, 1)},
+        )
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -94,11 +94,12 @@ def test_signed_webhook_round_trip_ends_in_a_stored_incident(image: str) -> None
     event = {"cluster": "ci", "job_id": "4242", "attempt": 0, "state": "FAILED", "exit_code": 1}
     event |= {"channel": "C0CIINCIDENTS", "logs": logs}  # no Slack here: posts go to the in-memory outlet
     body = json.dumps(event).encode()
-    with running_container({"NCCLBOT_WEBHOOK_SECRET": secret}) as container:
+    with running_container({"NCCLBOT_WEBHOOK_SECRET": secret, "NCCLBOT_LOG_FORMAT": "json"}) as container:
         url = f"{container.url}/webhooks/job-failed"
         assert http("POST", url, body, signed("not-the-secret", body))[0] == 401
         assert http("POST", url, body, signed(secret, body, timestamp=int(time.time()) - 600))[0] == 401
-        assert http("POST", url, body, signed(secret, body))[0] == 202
+        traced = signed(secret, body) | {"X-Request-Id": "epilog-4242"}
+        assert http("POST", url, body, traced)[0] == 202
         deadline = time.monotonic() + 60
         incidents: list[dict[str, object]] = []
         while time.monotonic() < deadline and not incidents:
@@ -106,6 +107,13 @@ def test_signed_webhook_round_trip_ends_in_a_stored_incident(image: str) -> None
             incidents = json.loads(listed.stdout or '{"incidents": []}')["incidents"]
             time.sleep(0.5)
         assert [i["class"] for i in incidents] == ["cuda/oom"], container.logs()
+        # One request id from the webhook call to the worker that diagnosed and posted it.
+        traced_lines = [
+            json.loads(line)
+            for line in container.logs().splitlines()
+            if line.startswith("{") and '"epilog-4242"' in line
+        ]
+        assert {line["logger"] for line in traced_lines} >= {"ncclbot.http", "ncclbot.worker"}, traced_lines
         # The same event again is accepted and adds nothing.
         assert http("POST", url, body, signed(secret, body))[0] == 202
         again = json.loads(container.exec("ncclbot", "incidents", "--json").stdout)["incidents"]
