@@ -4,12 +4,13 @@ new default without the README following fails here (regenerate with
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from bot.commands.config import REFERENCE_BEGIN, REFERENCE_END, reference_markdown, replace_reference
-from bot.settings import ENVIRONMENT_ONLY, Settings, environment_names
+from bot.settings import ENVIRONMENT_ONLY, Settings, environment_names, load_settings
 from tests.config.test_config_command import ncclbot
 from tests.server.helpers import ROOT
 
@@ -58,3 +59,13 @@ def test_write_refuses_a_file_without_markers(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "markers" in result.stderr
     assert target.read_text() == "# no markers\n"
+
+
+def test_the_readme_example_file_is_valid(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    section = README.read_text().split("## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    [example] = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    config = tmp_path / "ncclbot.toml"
+    config.write_text(example)
+    monkeypatch.setenv("NCCLBOT_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.log_format == "json" and settings.database_url is not None
