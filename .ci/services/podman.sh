@@ -42,8 +42,12 @@ CONF
             echo "podman.sh: debootstrapping a minimal Debian 12 with python3 (once; cached in $cache)"
             local rootfs="$cache/rootfs"
             rm -rf "$rootfs"
-            debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
-                bookworm "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1
+            if ! debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+                bookworm "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+                tail -n 20 "$cache/debootstrap.log"
+                echo "podman.sh: debootstrap from $mirror failed (set NCCLBOT_DEBIAN_MIRROR?)" >&2
+                return 1
+            fi
             rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
                 "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/*
             tar -C "$rootfs" -cf "$tarball.partial" . && mv "$tarball.partial" "$tarball"

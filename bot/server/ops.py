@@ -91,8 +91,6 @@ def blueprint(context: ServerContext, refresh: list[Callable[[], None]]) -> Blue
 
     @ops.get("/readyz")
     def readyz() -> tuple[Response, int]:
-        if context.stopping.is_set():
-            return jsonify(status="stopping", checks={}), 503
         results = run_checks(context.readiness)
         ready = all(problem is None for problem in results.values())
         checks = {name: problem or "ok" for name, problem in results.items()}
