@@ -3,14 +3,15 @@
 # works on this kind of VM, and a local Debian 12 base image (no registry is reachable from CI).
 #
 # Sourced by .ci/run (bash, `set -euo pipefail`, root). Idempotent and cached: the base image stays in
-# podman's store, and its rootfs tarball in $NCCLBOT_PODMAN_CACHE, so only the first run debootstraps
-# (about 40 s); later runs take about a second. Local use: `source .ci/services/podman.sh`.
+# podman's store and its rootfs tarball in $NCCLBOT_TEST_PODMAN_CACHE (default /var/cache/ncclbot-ci/podman),
+# so only the first run debootstraps (40-90 s); later runs take a fraction of a second.
+# Local use: `source .ci/services/podman.sh`. Another Debian mirror: NCCLBOT_TEST_DEBIAN_MIRROR.
 # Exports CONTAINERS_CONF, NCCLBOT_TEST_PODMAN_BASE (the base image) and NCCLBOT_TEST_PODMAN_CACHE.
 
 ncclbot_podman_start() {
-    local cache="${NCCLBOT_PODMAN_CACHE:-/var/cache/ncclbot-ci/podman}"
+    local cache="${NCCLBOT_TEST_PODMAN_CACHE:-/var/cache/ncclbot-ci/podman}"
     local base="localhost/ncclbot-base:bookworm"
-    local mirror="${NCCLBOT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+    local mirror="${NCCLBOT_TEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
     local missing=()
     local tool
     for tool in podman buildah debootstrap podman-compose runc; do
@@ -45,7 +46,7 @@ CONF
             if ! debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
                 bookworm "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1; then
                 tail -n 20 "$cache/debootstrap.log"
-                echo "podman.sh: debootstrap from $mirror failed (set NCCLBOT_DEBIAN_MIRROR?)" >&2
+                echo "podman.sh: debootstrap from $mirror failed (set NCCLBOT_TEST_DEBIAN_MIRROR?)" >&2
                 return 1
             fi
             rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
