@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Container builds for the deploy tests: podman (+ buildah, podman-compose), a containers.conf that
+# Container builds for the deploy tests: podman (and runc, debootstrap), a containers.conf that
 # works on this kind of VM, and a local Debian 12 base image (no registry is reachable from CI).
 #
 # Sourced by .ci/run (bash, `set -euo pipefail`, root). Idempotent and cached: the base image stays in
@@ -14,14 +14,15 @@ ncclbot_podman_start() {
     local mirror="${NCCLBOT_TEST_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
     local missing=()
     local tool
-    for tool in podman buildah debootstrap podman-compose runc; do
+    # podman-compose comes from pip (the dev extra): Debian's 1.0.3 has no `config`.
+    for tool in podman debootstrap runc; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "podman.sh: installing ${missing[*]} from apt"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            podman buildah debootstrap podman-compose runc uidmap >/dev/null
+            podman debootstrap runc uidmap >/dev/null
     fi
     mkdir -p "$cache"
 
