@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE_ENV = "NCCLBOT_TEST_PODMAN_BASE"
 CACHE_ENV = "NCCLBOT_TEST_PODMAN_CACHE"
 IMAGE = "localhost/ncclbot:ci"
+LABEL = "org.opencontainers.image.title=ncclbot"  # set by deploy/docker/Dockerfile
 BUILD_TIMEOUT_S = 600
 # What the Dockerfile installs (its default EXTRAS), and setuptools to build ncclbot inside the image.
 IMAGE_REQUIREMENTS = (".[postgres,kubernetes]", "setuptools>=68")
@@ -77,7 +78,6 @@ def build_image(base: str) -> float:
     cache = Path(os.environ.get(CACHE_ENV) or "/var/tmp/ncclbot-podman")
     started = time.monotonic()
     wheels = host_wheels(cache)
-    previous = podman("image", "inspect", "--format={{.Id}}", IMAGE, check=False).stdout.strip()
     podman(
         "build",
         "--quiet",
@@ -91,11 +91,9 @@ def build_image(base: str) -> float:
         str(ROOT),
         timeout=BUILD_TIMEOUT_S,
     )
-    # A rebuild leaves the previous image untagged: drop it, but keep the layers the build cache reuses
-    # (the dependencies' layer is rebuilt only when pyproject.toml changes).
-    current = podman("image", "inspect", "--format={{.Id}}", IMAGE).stdout.strip()
-    if previous and previous != current:
-        podman("rmi", previous, check=False)
+    # A rebuild leaves the previous image and the wheel stage untagged: drop those (ours only, by label).
+    # The layers the cache reuses (the dependencies' layer) are parents of the new image and stay.
+    podman("image", "prune", "--force", f"--filter=label={LABEL}", check=False)
     return time.monotonic() - started
 
 
