@@ -106,10 +106,10 @@ def culprit_line(view: IncidentView) -> str:
 
 
 def headline_text(view: IncidentView) -> str:
-    """The notification fallback: class id, title, culprit host."""
+    """The notification fallback: class id, title, culprit host (mrkdwn-safe: Slack parses `text` too)."""
     host = view.culprit_host
-    title = plain_text(str(view.primary.get("title", "")), 120)
-    return f"{view.class_id}: {title}" + (f" (culprit {plain_text(host, 80)})" if host else "")
+    title = mrkdwn(plain_text(str(view.primary.get("title", "")), 120))
+    return f"{mrkdwn(view.class_id, 80)}: {title}" + (f" (culprit {mrkdwn(host, 80)})" if host else "")
 
 
 def incident_blocks(view: IncidentView) -> list[Block]:

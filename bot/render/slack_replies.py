@@ -86,7 +86,7 @@ def probe_blocks(
 ) -> tuple[str, list[Block]]:
     """A probe's JSON result: verdict, reasons and the busbw table."""
     verdict = str(result.get("verdict", "failed"))
-    title = f"Probe on {node}: {verdict.upper()}"
+    title = f"Probe on {mrkdwn(node, 120)}: {mrkdwn(verdict.upper(), 20)}"
     head = (
         f"{VERDICT_EMOJI.get(verdict, '')} *Probe on {inline_code(node, 120)}: {verdict.upper()}* — "
         f"{mrkdwn(str(result.get('backend', '?')), 20)}, {int(result.get('world_size') or 0)} ranks"

@@ -1,0 +1,239 @@
+"""What an accepted Slack request becomes once acknowledged: download the files, diagnose, keep the
+bundle, publish; or run a probe. Runs in the background with bounded concurrency, so that every request
+is acknowledged within Slack's 3 seconds whatever the size of the logs.
+
+A `DiagnoseTask` is plain JSON-able data (`to_payload` / `from_payload`), ready for a durable queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.render import slack_incident as render
+from bot.services.bundles import SpooledFile, bundle_paths, keep
+from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
+from bot.services.hooks import JobLogs
+from bot.services.outlet import Message, MessageRef, Outlet
+from bot.services.publish import Placeholder, publish_diagnosis
+from bot.settings import Settings
+from bot.slack.files import Downloader, FileProblem, SharedFile, write_pasted
+from matcher.model import InputError
+
+log = logging.getLogger("ncclbot.slack.work")
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnoseTask:
+    """One diagnosis to make. `incident_id` set: the files join that incident's bundle and the whole
+    bundle is diagnosed again, editing `edit` (the incident's message)."""
+
+    channel: str
+    placeholder: MessageRef
+    placeholder_top_level: bool
+    user: str | None = None
+    files: tuple[SharedFile, ...] = ()
+    pasted: str | None = None
+    job: JobLogs | None = None
+    incident_id: int | None = None
+    edit: MessageRef | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> DiagnoseTask:
+        job = payload.get("job")
+        edit = payload.get("edit")
+        return cls(
+            channel=payload["channel"],
+            placeholder=MessageRef(**payload["placeholder"]),
+            placeholder_top_level=bool(payload["placeholder_top_level"]),
+            user=payload.get("user"),
+            files=tuple(SharedFile(**f) for f in payload.get("files") or ()),
+            pasted=payload.get("pasted"),
+            job=None
+            if job is None
+            else JobLogs(**{**job, "paths": tuple(job["paths"]), "nodes": tuple(job["nodes"])}),
+            incident_id=payload.get("incident_id"),
+            edit=None if edit is None else MessageRef(**edit),
+        )
+
+
+class Runner:
+    """A bounded pool for background work; a background service of `ncclbot serve`."""
+
+    name = "slack-work"
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="slack-work")
+
+    def stop(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def ahead(self) -> int:
+        """How many tasks a new one would wait behind (0 when a worker is free)."""
+        with self._lock:
+            return max(0, self._pending - self.workers + 1) if self._pending >= self.workers else 0
+
+    def submit(self, work: Callable[[], object]) -> None:
+        self.start()
+
+        def run() -> None:
+            try:
+                work()
+            except Exception:  # a background task must never take its worker down
+                log.exception("background task failed")
+            finally:
+                with self._lock:
+                    self._pending -= 1
+
+        with self._lock:
+            self._pending += 1
+            assert self._pool is not None
+            self._pool.submit(run)
+
+
+class Throttle:
+    """Calls `update(done, total)` at most once every `interval` seconds (Slack's per-channel limits)."""
+
+    def __init__(self, update: Callable[[int], None], interval: float) -> None:
+        self._update = update
+        self._interval = interval
+        self._last = time.monotonic()
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self._last < self._interval:
+            return
+        self._last = now
+        try:
+            self._update(done)
+        except Exception as error:  # progress is a courtesy; the result matters
+            log.info("progress edit failed: %s", error)
+
+
+@dataclass
+class Diagnoser:
+    """Does a DiagnoseTask: everything after the acknowledgement."""
+
+    settings: Settings
+    outlet: Outlet
+    store: Any
+    downloader: Downloader
+    bundle_root: Path
+    drain_enabled: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    def run(self, task: DiagnoseTask) -> None:
+        folder = self.downloader.spool()
+        try:
+            self._run(task, folder)
+        except (FileProblem, InputError) as problem:
+            self._say(task.placeholder, str(problem))
+        except Exception as error:
+            log.exception("diagnosis failed")
+            self._say(
+                task.placeholder, f"Internal error while diagnosing ({type(error).__name__}); it is logged."
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _run(self, task: DiagnoseTask, folder: Path) -> None:
+        spooled, problems = self._collect(task, folder)
+        if task.incident_id is not None:
+            keep(
+                self.store,
+                self.bundle_root,
+                task.incident_id,
+                spooled,
+                cap_bytes=self.settings.bundle_keep_bytes,
+            )
+            paths = bundle_paths(self.store, task.incident_id) or [str(s.path) for s in spooled]
+        elif task.job is not None:
+            paths = list(task.job.paths)
+        else:
+            paths = [str(s.path) for s in spooled]
+        if not paths:
+            raise FileProblem("; ".join(problems) if problems else "no log files or pasted log to read")
+        total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file()) or sum(
+            s.size for s in spooled
+        )
+
+        def show_progress(done: int) -> None:
+            text, blocks = render.progress(done, total)
+            self.outlet.update(task.placeholder, Message(text=text, blocks=tuple(blocks)))
+
+        outcome = diagnose_and_record(
+            DiagnosisRequest(
+                paths=paths,
+                source="slack",
+                job_id=task.job.job_id if task.job else None,
+                cluster=task.job.cluster if task.job else None,
+                database_url=self.settings.database_url,
+                progress=Throttle(show_progress, self.settings.slack_progress_interval_s),
+            )
+        )
+        if outcome.incident is not None and task.incident_id is None and spooled:
+            keep(
+                self.store,
+                self.bundle_root,
+                outcome.incident.id,
+                spooled,
+                cap_bytes=self.settings.bundle_keep_bytes,
+            )
+        job = (task.job.name or task.job.job_id) if task.job else None
+        published = publish_diagnosis(
+            self.outlet,
+            self.store if outcome.incident is not None else None,
+            task.channel,
+            outcome,
+            job=job,
+            placeholder=Placeholder(task.placeholder, top_level=task.placeholder_top_level),
+            edit=task.edit,
+            drain_enabled=self.drain_enabled,
+        )
+        if problems:
+            lines = "\n".join(f"• {render.mrkdwn(p, 500)}" for p in problems[:10])
+            self.outlet.post(
+                published.message.channel, Message(text=f"Skipped:\n{lines}"), thread=published.message
+            )
+
+    def _collect(self, task: DiagnoseTask, folder: Path) -> tuple[list[SpooledFile], list[str]]:
+        spooled: list[SpooledFile] = []
+        problems: list[str] = []
+        for shared in task.files:
+            try:
+                spooled.append(self.downloader.fetch(shared, folder))
+            except FileProblem as problem:
+                problems.append(str(problem))
+        if task.pasted and task.pasted.strip():
+            spooled.append(write_pasted(task.pasted, folder))
+        if problems and not spooled and task.job is None and task.incident_id is None:
+            raise FileProblem("; ".join(problems))
+        return spooled, problems
+
+    def _say(self, where: MessageRef, text: str) -> None:
+        line, blocks = render.problem(text)
+        try:
+            self.outlet.update(where, Message(text=line, blocks=tuple(blocks)))
+        except Exception:
+            log.exception("could not tell Slack about a problem")
