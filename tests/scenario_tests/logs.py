@@ -20,7 +20,10 @@ def next_culprit() -> tuple[int, str]:
 
 
 # One line of ordinary training chatter, used to pad a log to a realistic size before its failure.
-CHATTER = "[rank{r}]:[2026-11-29 02:{m:02d}:{s:02d}] iteration {i:>7} | loss 2.3{d:02d} | lr 3.0e-04 | grad_norm 0.9{d:02d}\n"
+CHATTER = (
+    "[rank{r}]:[2026-11-29 02:{m:02d}:{s:02d}] iteration {i:>7} | loss 2.3{d:02d} | lr 3.0e-04"
+    " | grad_norm 0.9{d:02d}\n"
+)
 
 
 def oom_log(rank: int) -> bytes:
