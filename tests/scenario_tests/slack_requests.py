@@ -28,6 +28,19 @@ class Reply:
     def json(self) -> Any:
         return json.loads(self.body or b"{}")
 
+    def shown(self) -> str:
+        """What Slack would show of the response: its blocks' text, its `text`, or the plain body
+        (bolt answers `ack(text=...)` alone as text/plain)."""
+        try:
+            document = self.json()
+        except ValueError:
+            return self.body.decode()
+        if not isinstance(document, dict):
+            return str(document)
+        from tests.fakes.slack_api import blocks_text
+
+        return "\n".join([document.get("text") or "", blocks_text(document.get("blocks") or [])])
+
 
 def signature(body: bytes, timestamp: int, secret: str = SECRET) -> str:
     base = b"v0:" + str(timestamp).encode() + b":" + body

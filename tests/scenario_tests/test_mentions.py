@@ -9,38 +9,21 @@ import json
 from tests.fakes.slack_api import blocks_text, eventually, wait_idle
 from tests.scenario_tests import slack_requests as send
 from tests.scenario_tests.conftest import SlackApp
+from tests.scenario_tests.flows import incident_messages, mention_with
 from tests.scenario_tests.logs import next_culprit, oom_log, padded, stuck_log, xid_logs
 
 # Generous: a loaded CI machine is slow, and the precise figure is the benchmark's job.
 ACK_SECONDS = 3.0
 
 
-def _incident_messages(slack_app: SlackApp, channel: str) -> list[dict]:
-    return [
-        m
-        for m in slack_app.slack.bot_messages(channel)
-        if m.get("thread_ts") in (None, m["ts"])
-        and any(b.get("type") == "actions" for b in m.get("blocks", []))
-    ]
-
-
-def _mention_with(
-    slack_app: SlackApp, channel: str, files: dict[str, bytes], **kw: object
-) -> tuple[dict, send.Reply]:
-    shared = [slack_app.slack.add_file(name, content) for name, content in files.items()]
-    message = slack_app.slack.post_user_message(channel, "<@UBOT> job died", files=shared)
-    reply = send.event(slack_app.url, send.mention(channel, message["ts"], shared, **kw))
-    return message, reply
-
-
 def test_log_on_mention_is_answered_with_class_and_culprit_host(slack_app: SlackApp) -> None:
     channel = slack_app.channel()
     rank, host = next_culprit()
-    message, reply = _mention_with(slack_app, channel, {"train.log": oom_log(rank)})
+    message, reply = mention_with(slack_app, channel, {"train.log": oom_log(rank)})
     assert reply.status == 200
     assert reply.seconds < ACK_SECONDS
 
-    [incident] = eventually(lambda: _incident_messages(slack_app, channel))
+    [incident] = eventually(lambda: incident_messages(slack_app, channel))
     shown = blocks_text(incident["blocks"])
     assert "cuda/oom" in shown
     assert f"`{host}`" in shown
@@ -70,10 +53,10 @@ def test_thirty_megabyte_log_is_acknowledged_at_once_and_diagnosed(slack_app: Sl
     channel = slack_app.channel()
     rank, host = next_culprit()
     big = padded(oom_log(rank), 30 * 1000 * 1000)
-    _message, reply = _mention_with(slack_app, channel, {"train.log": big})
+    _message, reply = mention_with(slack_app, channel, {"train.log": big})
     assert reply.status == 200
     assert reply.seconds < ACK_SECONDS
-    [incident] = eventually(lambda: _incident_messages(slack_app, channel), timeout=120)
+    [incident] = eventually(lambda: incident_messages(slack_app, channel), timeout=120)
     assert "cuda/oom" in blocks_text(incident["blocks"])
     assert host in blocks_text(incident["blocks"])
     assert "30.0 MB" in blocks_text(incident["blocks"])
@@ -90,11 +73,11 @@ def test_mention_and_file_share_of_one_message_diagnose_once(slack_app: SlackApp
         ).status
         == 200
     )
-    eventually(lambda: _incident_messages(slack_app, channel))
+    eventually(lambda: incident_messages(slack_app, channel))
     wait_idle(slack_app.slack)
     downloads = [c for c in slack_app.slack.calls_to("files.info") if c.params.get("file") == shared[0]["id"]]
     assert len(downloads) == 1
-    assert len(_incident_messages(slack_app, channel)) == 1
+    assert len(incident_messages(slack_app, channel)) == 1
 
 
 def test_retried_event_delivery_is_processed_once(slack_app: SlackApp) -> None:
@@ -110,7 +93,7 @@ def test_retried_event_delivery_is_processed_once(slack_app: SlackApp) -> None:
         headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"},
     )
     assert (first.status, retry.status) == (200, 200)
-    eventually(lambda: _incident_messages(slack_app, channel))
+    eventually(lambda: incident_messages(slack_app, channel))
     wait_idle(slack_app.slack)
     placeholders = [
         c
@@ -123,21 +106,21 @@ def test_retried_event_delivery_is_processed_once(slack_app: SlackApp) -> None:
 def test_repeat_of_same_fingerprint_posts_in_thread_and_bumps_counter(slack_app: SlackApp) -> None:
     channel = slack_app.channel()
     rank, _host = next_culprit()
-    _mention_with(slack_app, channel, {"rank-logs.log": oom_log(rank)})
-    [incident] = eventually(lambda: _incident_messages(slack_app, channel))
+    mention_with(slack_app, channel, {"rank-logs.log": oom_log(rank)})
+    [incident] = eventually(lambda: incident_messages(slack_app, channel))
     # The same failure in another job's log (different bytes, same fingerprint).
-    _mention_with(slack_app, channel, {"train.log": oom_log(rank) + b"\n"})
+    mention_with(slack_app, channel, {"train.log": oom_log(rank) + b"\n"})
     eventually(lambda: "Seen again" in json.dumps(slack_app.slack.thread(channel, incident["ts"])))
     wait_idle(slack_app.slack)
-    [edited] = _incident_messages(slack_app, channel)  # still one top-level message for the incident
+    [edited] = incident_messages(slack_app, channel)  # still one top-level message for the incident
     assert "2×" in blocks_text(edited["blocks"])
 
 
 def test_file_in_incident_thread_joins_bundle_and_edits_the_message(slack_app: SlackApp) -> None:
     channel = slack_app.channel()
     rank, host = next_culprit()
-    _mention_with(slack_app, channel, {"train.log": stuck_log(rank)})
-    [incident] = eventually(lambda: _incident_messages(slack_app, channel))
+    mention_with(slack_app, channel, {"train.log": stuck_log(rank)})
+    [incident] = eventually(lambda: incident_messages(slack_app, channel))
     assert "unknown" in blocks_text(incident["blocks"])
     # The node's kernel log arrives later, in the incident's thread, without a mention.
     kernel = [
@@ -152,7 +135,7 @@ def test_file_in_incident_thread_joins_bundle_and_edits_the_message(slack_app: S
     assert send.event(slack_app.url, event).status == 200
 
     def edited() -> str:
-        [message] = _incident_messages(slack_app, channel)  # still the one top-level message
+        [message] = incident_messages(slack_app, channel)  # still the one top-level message
         shown = blocks_text(message["blocks"])
         return shown if "hardware/gpu-xid" in shown else ""
 
@@ -169,7 +152,7 @@ def test_direct_message_with_file_is_diagnosed(slack_app: SlackApp) -> None:
         send.event(slack_app.url, send.file_share(channel, message["ts"], shared, channel_type="im")).status
         == 200
     )
-    [incident] = eventually(lambda: _incident_messages(slack_app, channel))
+    [incident] = eventually(lambda: incident_messages(slack_app, channel))
     assert "cuda/oom" in blocks_text(incident["blocks"])
 
 
