@@ -59,6 +59,7 @@ class Call:
     headers: dict[str, str]
     at: float
     body: bytes = b""
+    path: str = ""
 
     @property
     def token(self) -> str | None:
@@ -454,7 +455,9 @@ def _handler_for(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
                 method = "response_url"
             else:
                 method = path
-            fake.record(Call(method=method, params=params, headers=headers, at=time.monotonic(), body=body))
+            fake.record(
+                Call(method=method, params=params, headers=headers, at=time.monotonic(), body=body, path=path)
+            )
 
             failure = fake.take_failure(method)
             if failure is not None:
