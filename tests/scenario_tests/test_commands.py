@@ -69,13 +69,14 @@ def test_modal_with_a_file_is_diagnosed_into_a_top_level_message(slack_app: Slac
     [message] = eventually(lambda: incident_messages(slack_app, channel))
     assert host in blocks_text(message["blocks"])
     # The placeholder was the top-level message and became the incident message.
-    first = [c for c in slack_app.slack.calls_to("chat.postMessage") if c.params.get("channel") == channel][0]
+    posts = slack_app.slack.calls_to("chat.postMessage")
+    first = next(c for c in posts if c.params.get("channel") == channel)
     assert "Reading" in first.params["text"] and "thread_ts" not in first.params
 
 
 def test_modal_with_a_pasted_log_is_diagnosed(slack_app: SlackApp) -> None:
     channel = slack_app.channel()
-    rank, host = next_culprit()
+    rank, _host = next_culprit()
     # What someone pastes: the culprit rank's own lines around the error (a text area holds 3000 chars).
     lines = [line for line in oom_log(rank).decode().splitlines() if f"[rank{rank}]" in line]
     at = next(i for i, line in enumerate(lines) if "OutOfMemoryError" in line)
