@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     # Seconds between two progress edits of one placeholder (chat.update is rate-limited per channel).
     slack_progress_interval_s: float = Field(3.0, ge=0.5, validation_alias=_env("slack_progress_interval_s"))
     snooze_hours: float = Field(24.0, gt=0, validation_alias=_env("snooze_hours"))
+    # A publication that failed although the client retried each call (Slack down) is tried again this
+    # many times, pausing backoff, 2 x backoff, 4 x backoff... seconds in between.
+    slack_publish_attempts: int = Field(6, ge=1, validation_alias=_env("slack_publish_attempts"))
+    slack_publish_backoff_s: float = Field(5.0, gt=0, validation_alias=_env("slack_publish_backoff_s"))
 
     # The "Run probe" button and `/nccl probe <node>`: launcher and options (see `ncclbot probe --help`).
     probe_via: Literal["local", "ssh", "slurm", "k8s"] = Field("ssh", validation_alias=_env("probe_via"))

@@ -47,18 +47,26 @@ class SlackDeps:
         incident_id: int | None = None,
         edit: MessageRef | None = None,
         placeholder: MessageRef | None = None,
-    ) -> MessageRef:
+    ) -> MessageRef | None:
         """Post the placeholder ("Reading 30 MB from 2 files…", in `thread` when given) unless one is
         given, and queue the diagnosis; returns the placeholder. Fast: no download happens here."""
         if placeholder is None:
             count = len(files) + (1 if pasted else 0)
             size = sum(f.size for f in files) + len((pasted or "").encode())
             text, blocks = render.placeholder(files=count, total_bytes=size, queued=self.runner.ahead())
-            placeholder = self.outlet.post(channel, Message(text=text, blocks=tuple(blocks)), thread=thread)
+            try:
+                placeholder = self.outlet.post(
+                    channel, Message(text=text, blocks=tuple(blocks)), thread=thread
+                )
+            except Exception as error:  # Slack is down: the diagnosis still runs and posts when it can
+                log.warning(
+                    "placeholder not posted (%s); the result will be posted when Slack answers", error
+                )
         task = DiagnoseTask(
             channel=channel,
             placeholder=placeholder,
             placeholder_top_level=thread is None,
+            thread=thread,
             user=user,
             files=tuple(files),
             pasted=pasted,

@@ -13,11 +13,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
+
 from bot.render import slack_incident as render
+from bot.render.slack_text import mrkdwn
 from bot.services.bundles import SpooledFile, bundle_paths, keep
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.hooks import JobLogs
@@ -36,8 +39,9 @@ class DiagnoseTask:
     bundle is diagnosed again, editing `edit` (the incident's message)."""
 
     channel: str
-    placeholder: MessageRef
+    placeholder: MessageRef | None  # None: Slack refused the placeholder (an outage); post at the end
     placeholder_top_level: bool
+    thread: MessageRef | None = None  # where the request came from (problems are told there)
     user: str | None = None
     files: tuple[SharedFile, ...] = ()
     pasted: str | None = None
@@ -51,11 +55,16 @@ class DiagnoseTask:
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> DiagnoseTask:
         job = payload.get("job")
-        edit = payload.get("edit")
+
+        def ref(name: str) -> MessageRef | None:
+            value = payload.get(name)
+            return None if value is None else MessageRef(**value)
+
         return cls(
             channel=payload["channel"],
-            placeholder=MessageRef(**payload["placeholder"]),
+            placeholder=ref("placeholder"),
             placeholder_top_level=bool(payload["placeholder_top_level"]),
+            thread=ref("thread"),
             user=payload.get("user"),
             files=tuple(SharedFile(**f) for f in payload.get("files") or ()),
             pasted=payload.get("pasted"),
@@ -63,7 +72,7 @@ class DiagnoseTask:
             if job is None
             else JobLogs(**{**job, "paths": tuple(job["paths"]), "nodes": tuple(job["nodes"])}),
             incident_id=payload.get("incident_id"),
-            edit=None if edit is None else MessageRef(**edit),
+            edit=ref("edit"),
         )
 
 
@@ -141,19 +150,16 @@ class Diagnoser:
     downloader: Downloader
     bundle_root: Path
     drain_enabled: bool = False
-    problems: list[str] = field(default_factory=list)
 
     def run(self, task: DiagnoseTask) -> None:
         folder = self.downloader.spool()
         try:
             self._run(task, folder)
         except (FileProblem, InputError) as problem:
-            self._say(task.placeholder, str(problem))
+            self._say(task, str(problem))
         except Exception as error:
             log.exception("diagnosis failed")
-            self._say(
-                task.placeholder, f"Internal error while diagnosing ({type(error).__name__}); it is logged."
-            )
+            self._say(task, f"Internal error while diagnosing ({type(error).__name__}); it is logged.")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -179,8 +185,9 @@ class Diagnoser:
         )
 
         def show_progress(done: int) -> None:
-            text, blocks = render.progress(done, total)
-            self.outlet.update(task.placeholder, Message(text=text, blocks=tuple(blocks)))
+            if task.placeholder is not None:
+                text, blocks = render.progress(done, total)
+                self.outlet.update(task.placeholder, Message(text=text, blocks=tuple(blocks)))
 
         outcome = diagnose_and_record(
             DiagnosisRequest(
@@ -201,18 +208,27 @@ class Diagnoser:
                 cap_bytes=self.settings.bundle_keep_bytes,
             )
         job = (task.job.name or task.job.job_id) if task.job else None
-        published = publish_diagnosis(
-            self.outlet,
-            self.store if outcome.incident is not None else None,
-            task.channel,
-            outcome,
-            job=job,
-            placeholder=Placeholder(task.placeholder, top_level=task.placeholder_top_level),
-            edit=task.edit,
-            drain_enabled=self.drain_enabled,
+        placeholder = (
+            None
+            if task.placeholder is None
+            else Placeholder(task.placeholder, top_level=task.placeholder_top_level)
         )
+
+        def publish() -> Any:
+            return publish_diagnosis(
+                self.outlet,
+                self.store if outcome.incident is not None else None,
+                task.channel,
+                outcome,
+                job=job,
+                placeholder=placeholder,
+                edit=task.edit,
+                drain_enabled=self.drain_enabled,
+            )
+
+        published = self._with_retries(publish)
         if problems:
-            lines = "\n".join(f"• {render.mrkdwn(p, 500)}" for p in problems[:10])
+            lines = "\n".join(f"• {mrkdwn(p, 500)}" for p in problems[:10])
             self.outlet.post(
                 published.message.channel, Message(text=f"Skipped:\n{lines}"), thread=published.message
             )
@@ -231,9 +247,30 @@ class Diagnoser:
             raise FileProblem("; ".join(problems))
         return spooled, problems
 
-    def _say(self, where: MessageRef, text: str) -> None:
+    def _with_retries(self, publish: Callable[[], Any]) -> Any:
+        """Publishing again is safe (idempotency keys), so a Slack outage only delays it: the client
+        already retried each call; here the whole publication is retried with a growing pause."""
+        attempts = self.settings.slack_publish_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return publish()
+            except (SlackApiError, OSError) as error:
+                if attempt == attempts:
+                    raise
+                pause = self.settings.slack_publish_backoff_s * 2 ** (attempt - 1)
+                log.warning(
+                    "publishing failed (%s); attempt %d of %d in %.0f s", error, attempt + 1, attempts, pause
+                )
+                time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def _say(self, task: DiagnoseTask, text: str) -> None:
         line, blocks = render.problem(text)
+        message = Message(text=line, blocks=tuple(blocks))
         try:
-            self.outlet.update(where, Message(text=line, blocks=tuple(blocks)))
+            if task.placeholder is not None:
+                self.outlet.update(task.placeholder, message)
+            else:
+                self.outlet.post(task.channel, message, thread=task.thread)
         except Exception:
             log.exception("could not tell Slack about a problem")
