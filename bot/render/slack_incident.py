@@ -16,13 +16,13 @@ from typing import Any
 
 from bot.render import slack_blocks as kit
 from bot.render.slack_blocks import Block
-from bot.render.slack_text import code_block, inline_code, mrkdwn, plain_text
+from bot.render.slack_text import code_block, inline_code, plain_text, prose
 from runbooks.model import RenderedRunbook
 
 EVIDENCE_IN_THREAD = 8
 EXCERPT_CHARS = 400
-_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
-_CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{2,20}$")
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{1,30}$")
+_CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{1,30}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,7 @@ def culprit_line(view: IncidentView) -> str:
     culprit = view.culprit
     if culprit is None:
         reason = view.document.get("no_culprit_reason")
-        return "*Culprit:* none named" + (f" — {mrkdwn(str(reason), 600)}" if reason else "")
+        return "*Culprit:* none named" + (f" — {prose(str(reason), 600)}" if reason else "")
     ranks = [str(r) for r in culprit.get("ranks") or []]
     hosts = [str(h) for h in culprit.get("hosts") or []]
     where = []
@@ -101,15 +101,15 @@ def culprit_line(view: IncidentView) -> str:
         where.append(("ranks " if len(ranks) > 1 else "rank ") + inline_code(", ".join(ranks[:8])))
     if hosts:
         where.append("on " + ", ".join(inline_code(h, 120) for h in hosts[:4]))
-    reason = mrkdwn(str(culprit.get("reason", "")), 800)
+    reason = prose(str(culprit.get("reason", "")), 800)
     return f"*Culprit:* {' '.join(where) or 'see reason'}" + (f" — {reason}" if reason else "")
 
 
 def headline_text(view: IncidentView) -> str:
     """The notification fallback: class id, title, culprit host (mrkdwn-safe: Slack parses `text` too)."""
     host = view.culprit_host
-    title = mrkdwn(plain_text(str(view.primary.get("title", "")), 120))
-    return f"{mrkdwn(view.class_id, 80)}: {title}" + (f" (culprit {mrkdwn(host, 80)})" if host else "")
+    title = prose(plain_text(str(view.primary.get("title", "")), 120))
+    return f"{prose(view.class_id, 80)}: {title}" + (f" (culprit {prose(host, 80)})" if host else "")
 
 
 def incident_blocks(view: IncidentView) -> list[Block]:
@@ -130,12 +130,12 @@ def incident_blocks(view: IncidentView) -> list[Block]:
         )
     )
     if view.runbook is not None:
-        blocks.append(kit.section(mrkdwn(view.runbook.summaries.executive, 1500)))
+        blocks.append(kit.section(prose(view.runbook.summaries.executive, 1500)))
     blocks.append(kit.context(*_facts_line(view)))
     if view.correction is not None:
         corrected = view.correction.corrected_class
         what = f"should be {inline_code(corrected)}" if corrected else "marked wrong"
-        note = f": {mrkdwn(view.correction.note, 600)}" if view.correction.note else ""
+        note = f": {prose(view.correction.note, 600)}" if view.correction.note else ""
         blocks.append(
             kit.context(f":pencil2: Corrected by {user_mention(view.correction.user)} — {what}{note}")
         )
@@ -149,7 +149,7 @@ def _facts_line(view: IncidentView) -> list[str]:
         job = f"*Job:* {inline_code(view.job, 120)}"
         items.append(job + (f" on {inline_code(view.cluster, 60)}" if view.cluster else ""))
     if view.recurrence:
-        line = mrkdwn(view.recurrence, 300)
+        line = prose(view.recurrence, 300)
         items.append(f":repeat: {line}" + (f" (<{view.first_link}|first>)" if view.first_link else ""))
     if view.occurrences > 1:
         items.append(f"*Seen* {view.occurrences}× in this incident")
@@ -205,16 +205,16 @@ def evidence_blocks(document: dict[str, Any], limit: int = EVIDENCE_IN_THREAD) -
 def runbook_blocks(runbook: RenderedRunbook, *, oncall: bool = True) -> list[Block]:
     blocks: list[Block] = []
     if oncall:
-        blocks.append(kit.section(f"*On call, now*\n{mrkdwn(runbook.summaries.oncall, 2500)}"))
+        blocks.append(kit.section(f"*On call, now*\n{prose(runbook.summaries.oncall, 2500)}"))
     for number, step in enumerate(runbook.steps, 1):
-        text = f"*{number}. {mrkdwn(step.title, 300)}*"
+        text = f"*{number}. {prose(step.title, 300)}*"
         if step.command:
             text += "\n" + code_block(step.command, 1500)
         if step.expect:
-            text += "\n" + mrkdwn(step.expect, 800)
+            text += "\n" + prose(step.expect, 800)
         blocks.append(kit.section(text))
     verify = runbook.verify
-    text = f"*Verify:* {mrkdwn(verify.title, 300)}"
+    text = f"*Verify:* {prose(verify.title, 300)}"
     if verify.command:
         text += "\n" + code_block(verify.command, 1200)
     blocks.append(kit.section(text))
@@ -233,13 +233,27 @@ def details_blocks(view: IncidentView) -> tuple[list[Block], bool]:
     if view.runbook is not None:
         blocks.append(kit.divider())
         blocks += runbook_blocks(view.runbook)
-    return kit.fit(blocks)
+    shortened = _evidence_shortened(view.document)
+    if shortened:
+        blocks.append(kit.context("_More evidence than fits here: the full report is attached._"))
+    fitted, cut = kit.fit(blocks)
+    return fitted, cut or shortened
+
+
+def _evidence_shortened(document: dict[str, Any]) -> bool:
+    """Whether the thread shows less evidence than the diagnosis has (lines left out or cut)."""
+    primary = (document.get("diagnoses") or [{}])[0]
+    lines = {
+        (str(e.get("source")), int(e.get("line", 0))): str(e.get("text", ""))
+        for e in primary.get("evidence") or []
+    }
+    return len(lines) > EVIDENCE_IN_THREAD or any(len(text) > EXCERPT_CHARS - 8 for text in lines.values())
 
 
 def engineer_blocks(view: IncidentView) -> list[Block]:
     blocks: list[Block] = [kit.header(f"Engineer view — {view.class_id}")]
     if view.runbook is not None:
-        blocks.append(kit.section(mrkdwn(view.runbook.summaries.engineer)))
+        blocks.append(kit.section(prose(view.runbook.summaries.engineer)))
     blocks.append(kit.section(culprit_line(view)))
     symptom = view.document.get("symptom")
     if symptom:
@@ -247,7 +261,7 @@ def engineer_blocks(view: IncidentView) -> list[Block]:
     blocks += evidence_blocks(view.document, limit=5)
     if view.runbook is not None and view.runbook.dead_ends:
         dead = "\n".join(
-            f"• {mrkdwn(d.attempt, 200)} — {mrkdwn(d.why, 300)}" for d in view.runbook.dead_ends[:5]
+            f"• {prose(d.attempt, 200)} — {prose(d.why, 300)}" for d in view.runbook.dead_ends[:5]
         )
         blocks.append(kit.section(f"*Dead ends*\n{dead}"))
     return kit.fit(blocks)[0]
@@ -269,14 +283,14 @@ def repeat_blocks(view: IncidentView, *, job: str | None = None) -> list[Block]:
         what += f" in job {inline_code(job, 120)}"
     line = [what]
     if view.recurrence:
-        line.append(mrkdwn(view.recurrence, 300))
+        line.append(prose(view.recurrence, 300))
     return [kit.section(" — ".join(line))]
 
 
 def result_line(view: IncidentView, link: str | None) -> tuple[str, list[Block]]:
     """What a placeholder turns into once the incident has its own message elsewhere."""
     host = view.culprit_host
-    text = f"{inline_code(view.class_id)} {mrkdwn(str(view.primary.get('title', '')), 300)}"
+    text = f"{inline_code(view.class_id)} {prose(str(view.primary.get('title', '')), 300)}"
     if host:
         text += f" — culprit {inline_code(host, 120)}"
     if link:
@@ -303,7 +317,7 @@ def progress(done_bytes: int, total_bytes: int) -> tuple[str, list[Block]]:
 
 def problem(text: str) -> tuple[str, list[Block]]:
     """A clear one-line reply for unusable input (never a traceback)."""
-    line = f":warning: {mrkdwn(text, 1500)}"
+    line = f":warning: {prose(text, 1500)}"
     return line, [kit.section(line)]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from bot.render import slack_blocks as kit
 from bot.render.slack_blocks import Block
 from bot.render.slack_incident import archive_link, human_bytes, user_mention
-from bot.render.slack_text import code_block, inline_code, mrkdwn
+from bot.render.slack_text import code_block, inline_code, prose
 
 HISTORY_ROWS = 20
 STATUS_ROWS = 20
@@ -46,7 +46,7 @@ def history_blocks(rows: Sequence[Any], *, scope: str) -> tuple[str, list[Block]
     """`rows` are OccurrenceSummary records, newest first."""
     title = f"History ({scope}): {len(rows)} occurrence{'s' if len(rows) != 1 else ''} in 30 days"
     if not rows:
-        return title, [kit.section(f"*{mrkdwn(title)}*\nNothing recorded.")]
+        return title, [kit.section(f"*{prose(title)}*\nNothing recorded.")]
     lines = []
     for row in rows[:HISTORY_ROWS]:
         host = inline_code(row.host, 80) if row.host else "no host"
@@ -56,7 +56,7 @@ def history_blocks(rows: Sequence[Any], *, scope: str) -> tuple[str, list[Block]
             f"  #{row.incident_id}"
         )
     more = [kit.context(f"{len(rows) - HISTORY_ROWS} more not shown")] if len(rows) > HISTORY_ROWS else []
-    return title, [kit.section(f"*{mrkdwn(title)}*\n" + "\n".join(lines)), *more]
+    return title, [kit.section(f"*{prose(title)}*\n" + "\n".join(lines)), *more]
 
 
 def incident_line(summary: Any) -> str:
@@ -86,15 +86,15 @@ def probe_blocks(
 ) -> tuple[str, list[Block]]:
     """A probe's JSON result: verdict, reasons and the busbw table."""
     verdict = str(result.get("verdict", "failed"))
-    title = f"Probe on {mrkdwn(node, 120)}: {mrkdwn(verdict.upper(), 20)}"
+    title = f"Probe on {prose(node, 120)}: {prose(verdict.upper(), 20)}"
     head = (
         f"{VERDICT_EMOJI.get(verdict, '')} *Probe on {inline_code(node, 120)}: {verdict.upper()}* — "
-        f"{mrkdwn(str(result.get('backend', '?')), 20)}, {int(result.get('world_size') or 0)} ranks"
+        f"{prose(str(result.get('backend', '?')), 20)}, {int(result.get('world_size') or 0)} ranks"
     )
     if requested_by:
         head += f" (asked by {user_mention(requested_by)})"
     blocks: list[Block] = [kit.section(head)]
-    reasons = [f"• {mrkdwn(str(r), 400)}" for r in (result.get("reasons") or [])[:8]]
+    reasons = [f"• {prose(str(r), 400)}" for r in (result.get("reasons") or [])[:8]]
     if reasons:
         blocks.append(kit.section("\n".join(reasons)))
     rows = result.get("results") or []
@@ -111,14 +111,14 @@ def probe_blocks(
     if baseline is not None:
         blocks.append(
             kit.context(
-                f"baseline for {mrkdwn(str(result.get('sku')), 80)}: {float(baseline):.0f} GB/s busbw"
+                f"baseline for {prose(str(result.get('sku')), 80)}: {float(baseline):.0f} GB/s busbw"
             )
         )
     failed_checks = [c for c in result.get("checks") or [] if c.get("status") in ("fail", "warn")]
     if failed_checks:
         lines = [
             f"• {inline_code(str(check.get('name')))} {check.get('status')}: "
-            + mrkdwn(str(check.get("evidence", "")), 300)
+            + prose(str(check.get("evidence", "")), 300)
             for check in failed_checks[:8]
         ]
         blocks.append(kit.section("*Node checks*\n" + "\n".join(lines)))

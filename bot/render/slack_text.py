@@ -73,3 +73,9 @@ def plain_text(text: str, limit: int) -> str:
     controls are stripped and the length cut."""
     cleaned = strip_controls(text, keep_newlines=False)
     return cleaned if len(cleaned) <= limit else cleaned[: limit - len(ELLIPSIS)] + ELLIPSIS
+
+
+def prose(text: str, limit: int = SECTION_TEXT_LIMIT) -> str:
+    """Untrusted free text inside a mrkdwn sentence: as `mrkdwn`, and backticks become a look-alike so
+    that a stray ``` in a log line cannot open a code block over the rest of the message."""
+    return mrkdwn(text.replace("`", _BACKTICK_LOOKALIKE), limit)

@@ -11,7 +11,7 @@ from typing import Any
 from bot.render import slack_blocks as kit
 from bot.render.slack_blocks import Block
 from bot.render.slack_replies import incident_line
-from bot.render.slack_text import inline_code, mrkdwn, plain_text
+from bot.render.slack_text import inline_code, plain_text, prose
 
 # Slack's file_input takes at most 10 files per field.
 MODAL_MAX_FILES = 10
@@ -138,5 +138,5 @@ def home_view(
         summary.append(
             f"median time to resolve: {float(mttr['median_hours']):.1f} h ({mttr['resolved']} resolved)"
         )
-    blocks.append(kit.context(*(mrkdwn(item) for item in summary)))
+    blocks.append(kit.context(*(prose(item) for item in summary)))
     return {"type": "home", "blocks": blocks[: kit.VIEW_BLOCKS_LIMIT]}

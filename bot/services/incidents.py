@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.render import slack_replies
 from bot.render.slack_incident import IncidentView
-from bot.render.slack_text import inline_code, mrkdwn
+from bot.render.slack_text import inline_code, prose
 from bot.services.hooks import ActionResult, ClusterActions
 from bot.services.outlet import Message, MessageRef, Outlet
 from bot.services.publish import incident_message, view_for
@@ -116,7 +116,7 @@ class IncidentActions:
         where = self.message_of(incident_id) if incident_id is not None else None
         if where is not None:
             verb = "drained" if result.ok else "could not drain"
-            line = f"{inline_code(node, 120)} {verb}: {mrkdwn(result.message, 1000)}"
+            line = f"{inline_code(node, 120)} {verb}: {prose(result.message, 1000)}"
             self.outlet.post(where.channel, Message(text=line), thread=where)
         return result
 

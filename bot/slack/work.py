@@ -20,7 +20,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from bot.render import slack_incident as render
-from bot.render.slack_text import mrkdwn
+from bot.render.slack_text import prose
 from bot.services.bundles import SpooledFile, bundle_paths, keep
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.hooks import JobLogs
@@ -228,7 +228,7 @@ class Diagnoser:
 
         published = self._with_retries(publish)
         if problems:
-            lines = "\n".join(f"• {mrkdwn(p, 500)}" for p in problems[:10])
+            lines = "\n".join(f"• {prose(p, 500)}" for p in problems[:10])
             self.outlet.post(
                 published.message.channel, Message(text=f"Skipped:\n{lines}"), thread=published.message
             )

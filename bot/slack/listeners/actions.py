@@ -11,7 +11,7 @@ from slack_sdk import WebClient
 
 from bot.render import slack_blocks as kit
 from bot.render import slack_incident, slack_views
-from bot.render.slack_text import inline_code
+from bot.render.slack_text import inline_code, prose
 from bot.services.incidents import ActionError
 from bot.services.outlet import Message
 from bot.slack.deps import SlackDeps
@@ -61,7 +61,7 @@ def register(app: App, deps: SlackDeps) -> None:
             try:
                 return listener(body, client)
             except ActionError as error:
-                _tell(client, body, f":warning: {slack_incident.mrkdwn(str(error), 500)}")
+                _tell(client, body, f":warning: {prose(str(error), 500)}")
                 return f"failed: {error}"
 
         return run
@@ -102,7 +102,7 @@ def register(app: App, deps: SlackDeps) -> None:
     def drain(body: dict[str, Any], client: WebClient) -> str:
         result = deps.actions.drain(_incident(body), _node(body), str(actor_of(body)))
         if not result.ok:
-            _tell(client, body, slack_incident.mrkdwn(result.message, 500))
+            _tell(client, body, prose(result.message, 500))
         return ("drained: " if result.ok else "not drained: ") + result.message
 
     @on(kit.ACTION_RESOLVE, admin(kit.ACTION_RESOLVE))
