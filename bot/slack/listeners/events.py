@@ -39,12 +39,8 @@ def register(app: App, deps: SlackDeps) -> None:
 
     @app.event("message")
     def other_message() -> None:
-        """Other messages (chatter, edits, the bot's own posts) concern nobody here."""
-
-    @app.event("file_shared")
-    def file_shared() -> None:
-        """Files come with their message event; this one (also fired for the bot's own uploads) is
-        acknowledged and left alone, so the bot's reports never loop back into a diagnosis."""
+        """Other messages (chatter, edits, the bot's own posts and uploads) concern nobody here; the app
+        subscribes to no `file_shared` event, so its own report uploads never loop back."""
 
 
 def take_message(deps: SlackDeps, event: dict[str, Any], *, mentioned: bool) -> None:
