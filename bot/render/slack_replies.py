@@ -110,9 +110,7 @@ def probe_blocks(
     baseline = result.get("baseline_busbw_gbps")
     if baseline is not None:
         blocks.append(
-            kit.context(
-                f"baseline for {prose(str(result.get('sku')), 80)}: {float(baseline):.0f} GB/s busbw"
-            )
+            kit.context(f"baseline for {prose(str(result.get('sku')), 80)}: {float(baseline):.0f} GB/s busbw")
         )
     failed_checks = [c for c in result.get("checks") or [] if c.get("status") in ("fail", "warn")]
     if failed_checks:

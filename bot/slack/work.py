@@ -193,6 +193,8 @@ class Diagnoser:
             DiagnosisRequest(
                 paths=paths,
                 source="slack",
+                # Spool and bundle paths are the bot's business: evidence shows the file's own name.
+                display_names={p: Path(p).name for p in paths if task.job is None},
                 job_id=task.job.job_id if task.job else None,
                 cluster=task.job.cluster if task.job else None,
                 database_url=self.settings.database_url,

@@ -621,3 +621,24 @@ def iter_blocks_text(blocks: list[dict[str, Any]]) -> Iterator[str]:
 
 def blocks_text(blocks: list[dict[str, Any]]) -> str:
     return "\n".join(iter_blocks_text(blocks))
+
+
+def render_message(message: dict[str, Any]) -> str:
+    """A message as the fake received it, drawn as text: one line per block (headers, sections,
+    fields, context, buttons), Slack's mrkdwn left as it is."""
+    lines: list[str] = []
+    for block in message.get("blocks") or [{"type": "section", "text": {"text": message.get("text", "")}}]:
+        kind = block.get("type")
+        if kind == "header":
+            lines.append(f"# {block['text']['text']}")
+        elif kind == "section":
+            if block.get("text"):
+                lines.extend(block["text"]["text"].splitlines())
+            lines.extend(item["text"] for item in block.get("fields") or [])
+        elif kind == "context":
+            lines.append("  " + "  ·  ".join(element.get("text", "") for element in block["elements"]))
+        elif kind == "actions":
+            lines.append(" ".join(f"[{element['text']['text']}]" for element in block["elements"]))
+        elif kind == "divider":
+            lines.append("────")
+    return "\n".join(lines)

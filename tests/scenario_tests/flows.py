@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.fakes.slack_api import eventually
+from tests.fakes.slack_api import FakeSlack, eventually
 from tests.scenario_tests import slack_requests as send
 from tests.scenario_tests.conftest import SlackApp
 from tests.scenario_tests.logs import next_culprit, oom_log
 
 
-def incident_messages(slack_app: SlackApp, channel: str) -> list[dict[str, Any]]:
+def incident_messages(slack_app: SlackApp | FakeSlack, channel: str) -> list[dict[str, Any]]:
     """The bot's top-level messages with incident buttons in `channel`."""
-    top = [m for m in slack_app.slack.bot_messages(channel) if m.get("thread_ts") in (None, m["ts"])]
+    slack = slack_app if isinstance(slack_app, FakeSlack) else slack_app.slack
+    top = [m for m in slack.bot_messages(channel) if m.get("thread_ts") in (None, m["ts"])]
     return [m for m in top if any(b.get("type") == "actions" for b in m.get("blocks", []))]
 
 
