@@ -105,6 +105,7 @@ class OccurrenceSummary:
     confidence: float
     world_size: int | None
     gpu_hours_lost: float | None
+    analysis_version: str | None = None  # what produced it (None: stored before versions existed)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +120,7 @@ class OccurrenceSummary:
             "confidence": round(self.confidence, 3),
             "world_size": self.world_size,
             "gpu_hours_lost": None if self.gpu_hours_lost is None else round(self.gpu_hours_lost, 3),
+            "analysis_version": self.analysis_version,
         }
 
 
@@ -186,3 +188,12 @@ class IncidentDetail:
     first_message: tuple[str, str] | None
     feedback: FeedbackRecord | None
     files: tuple[IncidentFileRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PostedRef:
+    """Where a message posted under an idempotency key went (channel, ts; thread_ts for a reply)."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None = None

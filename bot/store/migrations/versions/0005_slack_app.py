@@ -3,7 +3,7 @@ can be drawn again after a button), the files of an incident's bundle, and keys 
 processed (Slack's retries, a file seen through two events).
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
