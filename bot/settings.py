@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(GIB, gt=0, validation_alias=_env("max_upload_bytes"))
     spool_dir: Path | None = Field(None, validation_alias=_env("spool_dir"))
     diagnosis_concurrency: int = Field(2, ge=1, le=64, validation_alias=_env("diagnosis_concurrency"))
+    # How long a worker's claim on a queued task lasts without a heartbeat: after a crash, the task is
+    # taken over by another worker (or this one, restarted) once it runs out.
+    work_lease_s: float = Field(600.0, ge=1, validation_alias=_env("work_lease_s"))
     # Log files kept with incidents (re-diagnosis with files added later, feedback export), in all.
     bundle_keep_bytes: int = Field(10 * GIB, ge=0, validation_alias=_env("bundle_keep_bytes"))
 
@@ -71,10 +74,6 @@ class Settings(BaseSettings):
     # Seconds between two progress edits of one placeholder (chat.update is rate-limited per channel).
     slack_progress_interval_s: float = Field(3.0, ge=0.5, validation_alias=_env("slack_progress_interval_s"))
     snooze_hours: float = Field(24.0, gt=0, validation_alias=_env("snooze_hours"))
-    # A publication that failed although the client retried each call (Slack down) is tried again this
-    # many times, pausing backoff, 2 x backoff, 4 x backoff... seconds in between.
-    slack_publish_attempts: int = Field(6, ge=1, validation_alias=_env("slack_publish_attempts"))
-    slack_publish_backoff_s: float = Field(5.0, gt=0, validation_alias=_env("slack_publish_backoff_s"))
 
     # The "Run probe" button and `/nccl probe <node>`: launcher and options (see `ncclbot probe --help`).
     probe_via: Literal["local", "ssh", "slurm", "k8s"] = Field("ssh", validation_alias=_env("probe_via"))

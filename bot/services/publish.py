@@ -9,7 +9,8 @@ Rules
 - A repeat of the same fingerprint posts "seen again" in the incident's thread and bumps its counter.
 - A placeholder posted elsewhere (in the asker's thread) becomes a one-line result that links the
   incident's message.
-Each post carries an idempotency key, so a retried publication does not post twice.
+Each post goes through `post_once` with an idempotency key, so a retried publication (a worker died, Slack
+was down) does not post twice.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bot.render import slack_incident as render
 from bot.render.slack_incident import Correction, IncidentView
 from bot.services.diagnose import DiagnosisOutcome
 from bot.services.outlet import FileUpload, Message, MessageRef, Outlet
+from bot.services.posting import post_once
 
 # Posts for one incident are serialised (two diagnoses of a new incident arriving together must not
 # both post a top-level message). Striped locks keep this bounded.
@@ -136,13 +138,17 @@ def publish_diagnosis(
             outlet.update(target, incident_message(view))
             if own != target:
                 store.set_slack_message(record.id, target.channel, target.ts)
-                _post_details(outlet, target, view)
-            elif repeat:
-                outlet.post(
+            if own != target or record.duplicate:  # a retried publication may have stopped before them
+                _post_details(outlet, store, target, view)
+            if repeat:
+                seen_again = Message(text="Seen again", blocks=tuple(render.repeat_blocks(view, job=job)))
+                post_once(
+                    outlet,
+                    store,
+                    f"occurrence:{record.occurrence_id}",
                     target.channel,
-                    Message(text="Seen again", blocks=tuple(render.repeat_blocks(view, job=job))),
+                    seen_again,
                     thread=target,
-                    key=f"occurrence:{record.occurrence_id}",
                 )
             _finish_placeholder(outlet, placeholder, target, view)
             return Published(message=target, view=view, new_message=False, repeat=repeat)
@@ -151,20 +157,19 @@ def publish_diagnosis(
             message = placeholder.ref
             outlet.update(message, incident_message(view))
         else:
-            message = outlet.post(channel, incident_message(view), key=f"incident:{record.id}")
+            message = post_once(outlet, store, f"incident:{record.id}", channel, incident_message(view))
         store.set_slack_message(record.id, message.channel, message.ts)
-        _post_details(outlet, message, view)
+        _post_details(outlet, store, message, view)
         _finish_placeholder(outlet, placeholder, message, view)
         return Published(message=message, view=view, new_message=True, repeat=repeat)
 
 
-def _post_details(outlet: Outlet, message: MessageRef, view: IncidentView) -> None:
-    outlet.post(
-        message.channel,
-        details_message(view),
-        thread=message,
-        key=f"incident:{view.incident_id}:details:{message.ts}",
-    )
+def _post_details(outlet: Outlet, store: Any | None, message: MessageRef, view: IncidentView) -> None:
+    key = f"incident:{view.incident_id}:details:{message.ts}"
+    if store is None:
+        outlet.post(message.channel, details_message(view), thread=message, key=key)
+    else:
+        post_once(outlet, store, key, message.channel, details_message(view), thread=message)
 
 
 def _finish_placeholder(
@@ -195,5 +200,5 @@ def _publish_unstored(
         outlet.update(target, message)
     else:
         target = outlet.post(channel, message, key=f"digest:{outcome.input_digest}")
-    _post_details(outlet, target, view)
+    _post_details(outlet, None, target, view)
     return Published(message=target, view=view, new_message=edit is None, repeat=False)

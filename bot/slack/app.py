@@ -20,7 +20,7 @@ from bot.slack.files import Downloader
 from bot.slack.listeners import actions, commands, events, home, shortcuts, views
 from bot.slack.middleware import AdminPolicy, drop_repeated_events
 from bot.slack.outlet import SlackOutlet
-from bot.slack.work import Diagnoser, Runner
+from bot.slack.work import Diagnoser
 
 log = logging.getLogger("ncclbot.slack")
 
@@ -59,7 +59,6 @@ def build_deps(settings: Settings, store: object, outlet: Outlet | None = None) 
         client=client,
         outlet=outlet,
         store=store,
-        runner=Runner(settings.diagnosis_concurrency),
         diagnoser=diagnoser,
         actions=IncidentActions(store=store, outlet=outlet, cluster=cluster),
         policy=AdminPolicy(client, settings.admin_users, settings.admin_groups),

@@ -1,6 +1,6 @@
 """How `ncclbot serve` mounts the Slack app: `POST /slack/events` through bolt's Flask adapter (when a
 signing secret is set), Socket Mode as a background service (when SLACK_APP_TOKEN is set), and the
-background runner."""
+workers of its durable background work."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def plug(context: ServerContext) -> None:
     store: Any = Store.open(settings.database_url)
     deps = build_deps(settings, store, context.outlet)
     app = build_app(deps)
-    context.add_background(deps.runner)
+    context.add_background(deps.background)
     if settings.slack_signing_secret is not None:
         context.add_blueprint(blueprint(app))
     if settings.slack_app_token is not None:

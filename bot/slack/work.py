@@ -1,23 +1,27 @@
 """What an accepted Slack request becomes once acknowledged: download the files, diagnose, keep the
-bundle, publish; or run a probe. Runs in the background with bounded concurrency, so that every request
-is acknowledged within Slack's 3 seconds whatever the size of the logs.
+bundle, publish; or run a probe. The listener only posts a placeholder and commits the task to the durable
+work queue (bot.store.queue), so every request is acknowledged within Slack's 3 seconds whatever the size
+of the logs, and nothing accepted is lost if the server dies: another worker (or this one after a
+restart) takes the task over. Queue workers (bot.services.worker) run `diagnosis_concurrency` at once.
 
-A `DiagnoseTask` is plain JSON-able data (`to_payload` / `from_payload`), ready for a durable queue.
+Failures: unusable input is told in Slack and the task is done; a Slack or database outage raises, and
+the queue retries the task with backoff (every post carries an idempotency key, so a retry never posts
+twice); a bug is told in Slack as an internal error and given up.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.render import slack_incident as render
 from bot.render.slack_text import prose
@@ -26,11 +30,20 @@ from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.hooks import JobLogs
 from bot.services.outlet import Message, MessageRef, Outlet
 from bot.services.publish import Placeholder, publish_diagnosis
+from bot.services.worker import Handler, PermanentError, QueueWorker
 from bot.settings import Settings
 from bot.slack.files import Downloader, FileProblem, SharedFile, write_pasted
+from bot.store.queue import DEFAULT_LEASE, WorkQueue
 from matcher.model import InputError
 
 log = logging.getLogger("ncclbot.slack.work")
+
+# Work item kinds of the Slack front end.
+DIAGNOSE = "slack.diagnose"
+PROBE = "slack.probe"
+JOB = "slack.job"
+# Outages: raised so that the queue retries the task later.
+TRANSIENT: tuple[type[Exception], ...] = (SlackApiError, OSError, SQLAlchemyError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,49 +89,38 @@ class DiagnoseTask:
         )
 
 
-class Runner:
-    """A bounded pool for background work; a background service of `ncclbot serve`."""
+class Background:
+    """The Slack front end's durable background work: a work queue in the store and its workers, as a
+    background service of `ncclbot serve`."""
 
     name = "slack-work"
 
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending = 0
-        self._lock = threading.Lock()
+    def __init__(
+        self, store: Any, handlers: Mapping[str, Handler], *, threads: int, lease: timedelta = DEFAULT_LEASE
+    ) -> None:
+        self.queue = WorkQueue(store)
+        self.worker = QueueWorker(self.queue, handlers, threads=threads, lease=lease)
+        self.threads = threads
 
     def start(self) -> None:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="slack-work")
+        self.worker.start()
 
     def stop(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        self.worker.stop()
 
-    def ahead(self) -> int:
-        """How many tasks a new one would wait behind (0 when a worker is free)."""
-        with self._lock:
-            return max(0, self._pending - self.workers + 1) if self._pending >= self.workers else 0
+    def submit(self, kind: str, key: str, payload: dict[str, Any], *, group: str | None = None) -> bool:
+        """Commit a task (idempotent on (kind, key)); False when the same task was accepted before."""
+        enqueued = self.queue.enqueue(kind, key, payload, group=group)
+        self.worker.wake()
+        return enqueued.created
 
-    def submit(self, work: Callable[[], object]) -> None:
-        self.start()
-
-        def run() -> None:
-            try:
-                work()
-            except Exception:  # a background task must never take its worker down
-                log.exception("background task failed")
-            finally:
-                with self._lock:
-                    self._pending -= 1
-
-        with self._lock:
-            self._pending += 1
-            assert self._pool is not None
-            self._pool.submit(run)
+    def ahead(self, kind: str = DIAGNOSE) -> int:
+        """How many tasks of `kind` a new one would wait behind (0 when a worker is free)."""
+        try:
+            waiting = self.queue.stats().waiting_by_kind.get(kind, 0)
+        except Exception:  # a figure for the placeholder is not worth failing the request over
+            return 0
+        return max(0, waiting - self.threads + 1) if waiting >= self.threads else 0
 
 
 class Throttle:
@@ -157,9 +159,12 @@ class Diagnoser:
             self._run(task, folder)
         except (FileProblem, InputError) as problem:
             self._say(task, str(problem))
+        except TRANSIENT:
+            raise  # the queue tries again later
         except Exception as error:
             log.exception("diagnosis failed")
             self._say(task, f"Internal error while diagnosing ({type(error).__name__}); it is logged.")
+            raise PermanentError(f"{type(error).__name__}: {error}") from error
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -216,19 +221,16 @@ class Diagnoser:
             else Placeholder(task.placeholder, top_level=task.placeholder_top_level)
         )
 
-        def publish() -> Any:
-            return publish_diagnosis(
-                self.outlet,
-                self.store if outcome.incident is not None else None,
-                task.channel,
-                outcome,
-                job=job,
-                placeholder=placeholder,
-                edit=task.edit,
-                drain_enabled=self.drain_enabled,
-            )
-
-        published = self._with_retries(publish)
+        published = publish_diagnosis(
+            self.outlet,
+            self.store if outcome.incident is not None else None,
+            task.channel,
+            outcome,
+            job=job,
+            placeholder=placeholder,
+            edit=task.edit,
+            drain_enabled=self.drain_enabled,
+        )
         if problems:
             lines = "\n".join(f"• {prose(p, 500)}" for p in problems[:10])
             self.outlet.post(
@@ -248,23 +250,6 @@ class Diagnoser:
         if problems and not spooled and task.job is None and task.incident_id is None:
             raise FileProblem("; ".join(problems))
         return spooled, problems
-
-    def _with_retries(self, publish: Callable[[], Any]) -> Any:
-        """Publishing again is safe (idempotency keys), so a Slack outage only delays it: the client
-        already retried each call; here the whole publication is retried with a growing pause."""
-        attempts = self.settings.slack_publish_attempts
-        for attempt in range(1, attempts + 1):
-            try:
-                return publish()
-            except (SlackApiError, OSError) as error:
-                if attempt == attempts:
-                    raise
-                pause = self.settings.slack_publish_backoff_s * 2 ** (attempt - 1)
-                log.warning(
-                    "publishing failed (%s); attempt %d of %d in %.0f s", error, attempt + 1, attempts, pause
-                )
-                time.sleep(pause)
-        raise AssertionError("unreachable")
 
     def _say(self, task: DiagnoseTask, text: str) -> None:
         line, blocks = render.problem(text)

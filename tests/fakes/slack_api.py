@@ -79,6 +79,7 @@ class FakeFile:
     mimetype: str = "text/plain"
     filetype: str = "text"
     login_page: bool = False  # serve Slack's login page even to the bot token
+    delay: float = 0.0  # seconds before the download starts (a slow file host)
     channel: str | None = None
     thread_ts: str | None = None
     title: str = ""
@@ -170,6 +171,7 @@ class FakeSlack:
         mimetype: str = "text/plain",
         filetype: str = "text",
         login_page: bool = False,
+        delay: float = 0.0,
     ) -> dict[str, Any]:
         """Make a file downloadable; returns its file object as Slack puts it in events and shortcuts."""
         fake = FakeFile(
@@ -179,6 +181,7 @@ class FakeSlack:
             mimetype=mimetype,
             filetype=filetype,
             login_page=login_page,
+            delay=delay,
         )
         with self.state.lock:
             self.state.files[fake.id] = fake
@@ -484,6 +487,7 @@ def _handler_for(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
             if fake_file is None:
                 self._send(404, b"not found", "text/plain")
                 return
+            time.sleep(fake_file.delay)
             authorised = headers.get("authorization") == f"Bearer {fake.bot_token}"
             if not authorised or fake_file.login_page:
                 self._send(200, LOGIN_PAGE, "text/html; charset=utf-8")

@@ -42,6 +42,11 @@ class Reply:
         return "\n".join([document.get("text") or "", blocks_text(document.get("blocks") or [])])
 
 
+def trigger_id() -> str:
+    """Slack's trigger ids are unique per interaction (and name queued work, so tests keep them apart)."""
+    return f"{int(time.time())}.42.{uuid.uuid4().hex[:16]}"
+
+
 def signature(body: bytes, timestamp: int, secret: str = SECRET) -> str:
     base = b"v0:" + str(timestamp).encode() + b":" + body
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
@@ -75,7 +80,14 @@ def post(
 
 
 def command(
-    url: str, text: str, *, channel: str, user: str = "U1", response_url: str = "", **kw: Any
+    url: str,
+    text: str,
+    *,
+    channel: str,
+    user: str = "U1",
+    response_url: str = "",
+    trigger: str = "",
+    **kw: Any,
 ) -> Reply:
     fields = {
         "token": "legacy",
@@ -87,7 +99,7 @@ def command(
         "command": "/nccl",
         "text": text,
         "response_url": response_url,
-        "trigger_id": "1337.42.abcdef",
+        "trigger_id": trigger or trigger_id(),
         "api_app_id": "A0FAKE",
     }
     return post(url, urlencode(fields).encode(), "application/x-www-form-urlencoded", **kw)
@@ -185,7 +197,7 @@ def block_action(
             "channel_id": channel,
             "is_ephemeral": False,
         },
-        "trigger_id": "1337.42.abcdef",
+        "trigger_id": trigger_id(),
         "channel": {"id": channel, "name": "ml-infra"},
         "message": {"type": "message", "ts": message_ts, "text": ""},
         "response_url": response_url,
@@ -212,7 +224,7 @@ def message_shortcut(
     return {
         "type": "message_action",
         "callback_id": callback_id,
-        "trigger_id": "1337.42.abcdef",
+        "trigger_id": trigger_id(),
         "user": {"id": user, "name": "someone"},
         "team": {"id": "T0FAKE"},
         "channel": {"id": channel, "name": "ml-infra"},
@@ -230,9 +242,9 @@ def view_submission(
         "user": {"id": user, "name": "someone"},
         "team": {"id": "T0FAKE"},
         "api_app_id": "A0FAKE",
-        "trigger_id": "1337.42.abcdef",
+        "trigger_id": trigger_id(),
         "view": {
-            "id": "V0FAKE",
+            "id": "V" + uuid.uuid4().hex[:10].upper(),
             "type": "modal",
             "callback_id": callback_id,
             "private_metadata": private_metadata,

@@ -38,7 +38,7 @@ def test_history_of_a_node(slack_app: SlackApp) -> None:
 
 def test_diagnose_alone_opens_the_upload_modal(slack_app: SlackApp) -> None:
     channel = slack_app.channel()
-    reply = send.command(slack_app.url, "diagnose", channel=channel)
+    reply = send.command(slack_app.url, "diagnose", channel=channel, trigger="1337.42.abcdef")
     assert reply.status == 200
     opened = eventually(
         lambda: [c for c in slack_app.slack.calls_to("views.open") if channel in json.dumps(c.params)]

@@ -14,7 +14,7 @@ from tests.server.helpers import running_server
 def test_slack_outage_delays_the_diagnosis_but_loses_nothing(tmp_path: Path) -> None:
     rank, host = next_culprit()
     with FakeSlack() as slack:
-        env = server_env(slack, tmp_path, NCCLBOT_SLACK_PUBLISH_BACKOFF_S="0.5")
+        env = server_env(slack, tmp_path)
         with running_server(env) as server:
             shared = [slack.add_file("train.log", oom_log(rank))]
             message = slack.post_user_message("C1", "<@UBOT>", files=shared)
@@ -80,3 +80,31 @@ def test_socket_mode_command_and_mention_are_answered(tmp_path: Path) -> None:
             assert len(placeholders) == 1
             # No HTTP route without a signing secret.
             assert send.command(server.url, "help", channel="C9").status == 404
+
+
+def test_accepted_diagnosis_survives_a_crash_of_the_server(tmp_path: Path) -> None:
+    """kill -9 while the log is still downloading; the restarted server takes the queued task over."""
+    rank, host = next_culprit()
+    with FakeSlack() as slack:
+        env = server_env(slack, tmp_path, NCCLBOT_WORK_LEASE_S="2")
+        shared = [slack.add_file("train.log", oom_log(rank), delay=4.0)]
+        message = slack.post_user_message("C1", "<@UBOT>", files=shared)
+        with running_server(env) as first:
+            assert send.event(first.url, send.mention("C1", message["ts"], shared)).status == 200
+            eventually(lambda: slack.calls_to("download"), timeout=20)  # the worker is on it
+            first.process.kill()  # SIGKILL: no clean shutdown
+            first.process.wait(timeout=10)
+        assert not [m for m in slack.top_level("C1") if m.get("bot_id")]  # nothing posted yet
+        with running_server(env):
+
+            def incident() -> list[dict]:
+                return [
+                    m for m in slack.top_level("C1") if m.get("bot_id") and "cuda/oom" in m.get("text", "")
+                ]
+
+            [posted] = eventually(incident, timeout=60)
+            assert host in blocks_text(posted["blocks"])
+        # The placeholder the first server posted was edited by the second: one answer, not two.
+        [placeholder] = slack.thread("C1", message["ts"])
+        assert "cuda/oom" in blocks_text(placeholder["blocks"])
+        assert len(incident()) == 1

@@ -94,8 +94,8 @@ def register(app: App, deps: SlackDeps) -> None:
         if where is not None:
             text = f":stethoscope: Running the probe on {inline_code(node, 120)}…"
             deps.outlet.post(where.channel, Message(text=text), thread=where)
-        user = str(actor_of(body))
-        deps.runner.submit(lambda: deps.actions.probe(incident, node, user, deps.probe))
+        key = f"probe:{body.get('trigger_id') or (body.get('actions') or [{}])[0].get('action_ts')}"
+        deps.queue_probe(key, node, str(actor_of(body)), incident_id=incident, channel=None)
         return f"probe {node[:120]} queued"
 
     @on(kit.ACTION_DRAIN, admin(kit.ACTION_DRAIN))

@@ -9,7 +9,6 @@ from slack_sdk import WebClient
 
 from bot.render import slack_blocks as kit
 from bot.render import slack_incident, slack_replies, slack_views
-from bot.services.hooks import JobNotFound
 from bot.services.outlet import Message
 from bot.slack.deps import SlackDeps
 from bot.slack.middleware import admin_only, audited
@@ -36,6 +35,7 @@ def register(app: App, deps: SlackDeps) -> None:
         words = str(body.get("text") or "").split()
         name, args = (words[0].lower(), words[1:]) if words else ("help", [])
         channel, user = str(body.get("channel_id")), str(body.get("user_id"))
+        trigger = str(body.get("trigger_id") or "")
         if name == "diagnose" and not args:
             ack()
             client.views_open(
@@ -43,7 +43,7 @@ def register(app: App, deps: SlackDeps) -> None:
             )
             return "modal opened"
         if name == "diagnose":
-            return diagnose_job(deps, ack, respond, channel, user, args)
+            return diagnose_job(deps, ack, channel, user, trigger, args)
         if name == "history":
             return history(deps, ack, args)
         if name == "status":
@@ -51,15 +51,13 @@ def register(app: App, deps: SlackDeps) -> None:
             ack(text=text, blocks=blocks)
             return "ok"
         if name == "probe":
-            return probe(deps, ack, respond, channel, user, args)
+            return probe(deps, ack, channel, user, trigger, args)
         text, blocks = slack_replies.help_blocks()
         ack(text=text, blocks=blocks)
         return "help" if name == "help" else f"unknown subcommand {name[:40]!r}"
 
 
-def diagnose_job(
-    deps: SlackDeps, ack: Ack, respond: Respond, channel: str, user: str, args: list[str]
-) -> str:
+def diagnose_job(deps: SlackDeps, ack: Ack, channel: str, user: str, trigger: str, args: list[str]) -> str:
     if deps.jobs is None:
         ack(
             text="Job sources are not configured on this bot, so it cannot fetch a job's logs. "
@@ -70,18 +68,8 @@ def diagnose_job(
     ack(text=f"Fetching the logs of job {slack_incident.inline_code(job_id, 80)}…")
     text = f":hourglass_flowing_sand: Fetching the logs of job {slack_incident.inline_code(job_id, 80)}…"
     placeholder = deps.outlet.post(channel, Message(text=text, blocks=(kit.section(text),)))
-    jobs = deps.jobs
-
-    def fetch_and_diagnose() -> None:
-        try:
-            logs = jobs.fetch(job_id, cluster)
-        except JobNotFound as error:
-            line, problem = slack_incident.problem(str(error))
-            deps.outlet.update(placeholder, Message(text=line, blocks=tuple(problem)))
-            return
-        deps.start_diagnosis(channel, thread=None, user=user, job=logs, placeholder=placeholder)
-
-    deps.runner.submit(fetch_and_diagnose)
+    key = f"job:{channel}:{job_id}:{trigger}"
+    deps.queue_job(key, job_id, cluster, channel=channel, user=user, placeholder=placeholder)
     return f"job {job_id[:60]} queued"
 
 
@@ -101,7 +89,7 @@ def history(deps: SlackDeps, ack: Ack, args: list[str]) -> str:
     return "ok"
 
 
-def probe(deps: SlackDeps, ack: Ack, respond: Respond, channel: str, user: str, args: list[str]) -> str:
+def probe(deps: SlackDeps, ack: Ack, channel: str, user: str, trigger: str, args: list[str]) -> str:
     if not args:
         ack(text="Usage: `/nccl probe <node>`")
         return "usage"
@@ -109,5 +97,5 @@ def probe(deps: SlackDeps, ack: Ack, respond: Respond, channel: str, user: str, 
     ack(
         text=f"Running the probe on {slack_incident.inline_code(node, 120)}; the verdict will be posted here."
     )
-    deps.runner.submit(lambda: deps.actions.probe(None, node, user, deps.probe, channel=channel))
+    deps.queue_probe(f"probe:{trigger}", node, user, incident_id=None, channel=channel)
     return f"probe {node[:120]} queued"

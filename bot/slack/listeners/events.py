@@ -73,6 +73,7 @@ def take_message(deps: SlackDeps, event: dict[str, Any], *, mentioned: bool) -> 
             pasted=pasted,
             incident_id=incident.id,
             edit=MessageRef(incident.slack_channel, incident.slack_ts),
+            key=f"message:{channel}:{ts}",
         )
         return
     deps.start_diagnosis(
@@ -81,4 +82,5 @@ def take_message(deps: SlackDeps, event: dict[str, Any], *, mentioned: bool) -> 
         user=event.get("user"),
         files=files,
         pasted=pasted,
+        key=f"message:{channel}:{ts}",
     )

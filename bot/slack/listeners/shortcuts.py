@@ -40,6 +40,7 @@ def register(app: App, deps: SlackDeps) -> None:
         ts = str(message.get("ts"))
         thread_ts = message.get("thread_ts")
         user = (body.get("user") or {}).get("id")
+        key = f"shortcut:{channel}:{ts}:{body.get('trigger_id')}"
         incident = (
             deps.store.incident_for_message(channel, str(thread_ts))
             if thread_ts and thread_ts != ts
@@ -54,9 +55,15 @@ def register(app: App, deps: SlackDeps) -> None:
                 pasted=pasted,
                 incident_id=incident.id,
                 edit=MessageRef(incident.slack_channel, incident.slack_ts),
+                key=key,
             )
             return f"joined incident {incident.id}"
         deps.start_diagnosis(
-            channel, thread=MessageRef(channel, str(thread_ts or ts)), user=user, files=files, pasted=pasted
+            channel,
+            thread=MessageRef(channel, str(thread_ts or ts)),
+            user=user,
+            files=files,
+            pasted=pasted,
+            key=key,
         )
         return "queued"

@@ -44,9 +44,9 @@ def register(app: App, deps: SlackDeps) -> None:
         ack()
         meta = _metadata(view)
         channel = str(meta.get("channel") or (body.get("user") or {}).get("id"))
-        deps.start_diagnosis(
-            channel, thread=None, user=(body.get("user") or {}).get("id"), files=files, pasted=pasted
-        )
+        user = (body.get("user") or {}).get("id")
+        key = f"view:{view.get('id')}:{view.get('hash') or body.get('trigger_id')}"
+        deps.start_diagnosis(channel, thread=None, user=user, files=files, pasted=pasted, key=key)
         return "queued"
 
     @app.view(kit.VIEW_FEEDBACK)
