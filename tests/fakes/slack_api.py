@@ -80,6 +80,7 @@ class FakeFile:
     filetype: str = "text"
     login_page: bool = False  # serve Slack's login page even to the bot token
     delay: float = 0.0  # seconds before the download starts (a slow file host)
+    reported_size: int | None = None  # what files.info claims, when it is not the truth
     channel: str | None = None
     thread_ts: str | None = None
     title: str = ""
@@ -91,7 +92,7 @@ class FakeFile:
             "title": self.title or self.name,
             "mimetype": self.mimetype,
             "filetype": self.filetype,
-            "size": len(self.content),
+            "size": len(self.content) if self.reported_size is None else self.reported_size,
             "url_private": f"{base}files-pri/{self.id}/{self.name}",
             "url_private_download": f"{base}files-pri/{self.id}/download/{self.name}",
         }
@@ -172,6 +173,7 @@ class FakeSlack:
         filetype: str = "text",
         login_page: bool = False,
         delay: float = 0.0,
+        reported_size: int | None = None,
     ) -> dict[str, Any]:
         """Make a file downloadable; returns its file object as Slack puts it in events and shortcuts."""
         fake = FakeFile(
@@ -182,6 +184,7 @@ class FakeSlack:
             filetype=filetype,
             login_page=login_page,
             delay=delay,
+            reported_size=reported_size,
         )
         with self.state.lock:
             self.state.files[fake.id] = fake
