@@ -46,29 +46,35 @@ def measure(slack: FakeSlack, url: str, channel: str, content: bytes) -> tuple[f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes-mb", default="1,30,300")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     sizes = [float(s) for s in args.sizes_mb.split(",")]
-    with tempfile.TemporaryDirectory() as folder, FakeSlack() as slack:
-        with running_server(server_env(slack, Path(folder))) as server:
-            baseline = []
-            for i in range(max(5, args.repeat)):
-                baseline.append(send.command(server.url, "help", channel=f"CBASE{i}").seconds)
-            base = statistics.median(baseline)
-            print(f"baseline: /nccl help acknowledged in {base * 1000:.1f} ms (median of {len(baseline)})")
-            print(f"{'size':>8}  {'ack ms':>8}  {'ack/base':>8}  {'placeholder s':>13}  {'diagnosis s':>11}")
-            for size in sizes:
-                rows = []
-                for run in range(args.repeat):
-                    rank, _host = next_culprit()
-                    content = padded(oom_log(rank), int(size * 1_000_000))
-                    rows.append(measure(slack, server.url, f"CBENCH{int(size)}X{run}", content))
-                ack = statistics.median(r[0] for r in rows)
-                first = statistics.median(r[1] for r in rows)
-                done = statistics.median(r[2] for r in rows)
-                print(f"{size:>6.0f}MB  {ack * 1000:>8.1f}  {ack / base:>8.2f}  {first:>13.2f}  {done:>11.2f}")
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        FakeSlack() as slack,
+        running_server(server_env(slack, Path(folder))) as server,
+    ):
+        baseline = []
+        for i in range(max(5, args.repeat)):
+            baseline.append(send.command(server.url, "help", channel=f"CBASE{i}").seconds)
+        base = statistics.median(baseline)
+        print(f"baseline: /nccl help acknowledged in {base * 1000:.1f} ms (median of {len(baseline)})")
+        print(f"{'size':>8}  {'ack ms':>8}  {'ack/base':>8}  {'placeholder s':>13}  {'diagnosis s':>11}")
+        for size in sizes:
+            rows = []
+            for run in range(args.repeat):
+                rank, _host = next_culprit()
+                content = padded(oom_log(rank), int(size * 1_000_000))
+                rows.append(measure(slack, server.url, f"CBENCH{int(size)}X{run}", content))
+            ack = statistics.median(r[0] for r in rows)
+            first = statistics.median(r[1] for r in rows)
+            done = statistics.median(r[2] for r in rows)
+            figures = f"{ack * 1000:>8.1f}  {ack / base:>8.2f}  {first:>13.2f}  {done:>11.2f}"
+            print(f"{size:>6.0f}MB  {figures}")
 
 
 if __name__ == "__main__":
