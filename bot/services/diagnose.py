@@ -65,6 +65,7 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
     Raises matcher.model.InputError for unusable input; store problems become `store_warning`."""
     result = diagnose(request.paths, limits=request.limits, stdin=request.stdin, progress=request.progress)
     diagnosis = renamed(result.diagnosis, request.display_names)
+    _count(diagnosis, request.source)
     runbook = runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
     outcome = DiagnosisOutcome(diagnosis=diagnosis, runbook=runbook, input_digest=result.input_digest)
     if not request.store:
@@ -84,6 +85,14 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
         incident=incident,
         store_warning=warning,
     )
+
+
+def _count(diagnosis: Diagnosis, source: str) -> None:
+    from bot.metrics import BYTES_READ, DIAGNOSES, DIAGNOSIS_SECONDS
+
+    DIAGNOSES.labels(class_id=diagnosis.primary.class_id, source=source).inc()
+    DIAGNOSIS_SECONDS.observe(diagnosis.stats.seconds)
+    BYTES_READ.inc(diagnosis.stats.bytes)
 
 
 def renamed(diagnosis: Diagnosis, names: Mapping[str, str]) -> Diagnosis:
