@@ -132,7 +132,8 @@ def publish_diagnosis(
         if target is None and detail.job_id:
             earlier = store.message_for_job(detail.job_id, detail.summary.cluster)
             target = MessageRef(*earlier) if earlier else None
-        repeat = not record.new_incident and not record.duplicate
+        # A re-run with more files (`edit`) is the same failure seen better, not a recurrence.
+        repeat = not record.new_incident and not record.duplicate and edit is None
 
         if target is not None:
             outlet.update(target, incident_message(view))

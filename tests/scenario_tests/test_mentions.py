@@ -141,6 +141,8 @@ def test_file_in_incident_thread_joins_bundle_and_edits_the_message(slack_app: S
 
     shown = eventually(edited, timeout=60)
     assert f"`{host}`" in shown
+    [incident] = incident_messages(slack_app, channel)
+    assert "Seen again" not in str(slack_app.slack.thread(channel, incident["ts"]))  # more files, no repeat
     assert "2 files" in shown or "KB" in shown
 
 
