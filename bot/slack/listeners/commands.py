@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slack_bolt import Ack, App, Respond
+from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
 from bot.render import slack_blocks as kit
@@ -31,7 +31,7 @@ def register(app: App, deps: SlackDeps) -> None:
 
     @app.command(COMMAND, middleware=[privileged])
     @audited(deps.store, lambda body: f"{COMMAND} {subcommand(body)}")
-    def nccl(ack: Ack, body: dict[str, Any], client: WebClient, respond: Respond) -> str:
+    def nccl(ack: Ack, body: dict[str, Any], client: WebClient) -> str:
         words = str(body.get("text") or "").split()
         name, args = (words[0].lower(), words[1:]) if words else ("help", [])
         channel, user = str(body.get("channel_id")), str(body.get("user_id"))
