@@ -49,7 +49,6 @@ class IncidentView:
     correction: Correction | None = None
     resolved_by: str | None = None
     snoozed_until: datetime | None = None
-    drain_enabled: bool = False
 
     @property
     def primary(self) -> dict[str, Any]:

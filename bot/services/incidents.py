@@ -40,7 +40,7 @@ class IncidentActions:
     cluster: ClusterActions | None = None
 
     def view(self, incident_id: int) -> IncidentView:
-        return view_for(self._detail(incident_id), drain_enabled=self.cluster is not None)
+        return view_for(self._detail(incident_id))
 
     def message_of(self, incident_id: int) -> MessageRef | None:
         summary = self._detail(incident_id).summary

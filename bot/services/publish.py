@@ -51,7 +51,7 @@ def _lock(incident_id: int | None) -> threading.Lock:
     return _LOCKS[(incident_id or 0) % len(_LOCKS)]
 
 
-def view_for(detail: Any, *, job: str | None = None, drain_enabled: bool = False) -> IncidentView:
+def view_for(detail: Any, *, job: str | None = None) -> IncidentView:
     """An IncidentView from the store's IncidentDetail (bot.store.records)."""
     summary = detail.summary
     document = detail.document or {"diagnoses": [{"class": summary.class_id, "title": summary.class_id}]}
@@ -76,7 +76,6 @@ def view_for(detail: Any, *, job: str | None = None, drain_enabled: bool = False
         correction=correction,
         resolved_by=summary.resolved_by,
         snoozed_until=summary.snoozed_until,
-        drain_enabled=drain_enabled,
     )
 
 
@@ -110,7 +109,6 @@ def publish_diagnosis(
     job: str | None = None,
     placeholder: Placeholder | None = None,
     edit: MessageRef | None = None,
-    drain_enabled: bool = False,
 ) -> Published:
     """Post or update the incident message for `outcome` (see the module's rules).
 
@@ -122,7 +120,7 @@ def publish_diagnosis(
         return _publish_unstored(outlet, channel, outcome, job=job, placeholder=placeholder, edit=edit)
     with _lock(record.id):
         detail = store.incident_detail(record.id)
-        view = view_for(detail, job=job, drain_enabled=drain_enabled)
+        view = view_for(detail, job=job)
         own = (
             MessageRef(detail.summary.slack_channel, detail.summary.slack_ts)
             if detail.summary.slack_ts

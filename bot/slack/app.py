@@ -52,7 +52,6 @@ def build_deps(settings: Settings, store: object, outlet: Outlet | None = None) 
         store=store,
         downloader=downloader,
         bundle_root=bundle_root(settings),
-        drain_enabled=cluster is not None,
     )
     return SlackDeps(
         settings=settings,

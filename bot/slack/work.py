@@ -151,7 +151,6 @@ class Diagnoser:
     store: Any
     downloader: Downloader
     bundle_root: Path
-    drain_enabled: bool = False
 
     def run(self, task: DiagnoseTask) -> None:
         folder = self.downloader.spool()
@@ -229,7 +228,6 @@ class Diagnoser:
             job=job,
             placeholder=placeholder,
             edit=task.edit,
-            drain_enabled=self.drain_enabled,
         )
         if problems:
             lines = "\n".join(f"• {prose(p, 500)}" for p in problems[:10])
