@@ -3,26 +3,29 @@ request id on every record written while a request or a work item is handled.
 
 The request id lives in a context variable: the HTTP layer sets it per request (bot.server.ops), a queue
 worker sets it per work item (`request_scope(item's id)`), and every record logged meanwhile, in any
-module, carries it. Carry it across threads by passing `current_request_id()` along (a new thread starts
-with an empty context).
+module, carries it. A new thread starts with an empty context: hand work to threads through
+`ContextThreadPoolExecutor` (or pass `current_request_id()` along) to keep the id.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import re
 import sys
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from matcher.analysis.redact import MASK, redact
 
 REQUEST_ID: ContextVar[str | None] = ContextVar("ncclbot_request_id", default=None)
+T = TypeVar("T")
 
 # What a caller-supplied id (an `X-Request-Id` header, a queue item's stored id) may look like: it is
 # copied into every log line, so nothing that could forge a line or a JSON field.
@@ -59,6 +62,15 @@ def request_scope(request_id: str | None = None) -> Iterator[str]:
         yield chosen
     finally:
         REQUEST_ID.reset(token)
+
+
+class ContextThreadPoolExecutor(ThreadPoolExecutor):
+    """A thread pool whose tasks run in a copy of the submitter's context, request id included (a plain
+    pool starts every task with an empty one): for listeners that run after the request thread acked."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        context = contextvars.copy_context()
+        return super().submit(context.run, fn, *args, **kwargs)
 
 
 class RequestIdFilter(logging.Filter):

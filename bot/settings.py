@@ -107,6 +107,79 @@ class Settings(BaseSettings):
         validation_alias=_env("diagnosis_concurrency"),
         description="diagnoses run at the same time by one server",
     )
+    work_lease_s: float = Field(
+        600.0,
+        ge=1,
+        validation_alias=_env("work_lease_s"),
+        description="seconds a worker's claim on a queued task lasts without a heartbeat; after a crash the"
+        " task is taken over once it runs out",
+    )
+    bundle_keep_bytes: int = Field(
+        10 * GIB,
+        ge=0,
+        validation_alias=_env("bundle_keep_bytes"),
+        description="log files kept with incidents (re-diagnosis with files added later, feedback export),"
+        " in bytes in all",
+    )
+
+    # Slack replies
+    slack_progress_interval_s: float = Field(
+        3.0,
+        ge=0.5,
+        validation_alias=_env("slack_progress_interval_s"),
+        description="seconds between two progress edits of one placeholder (chat.update is rate-limited)",
+    )
+    snooze_hours: float = Field(
+        24.0, gt=0, validation_alias=_env("snooze_hours"), description="how long the Snooze button snoozes"
+    )
+
+    # The "Run probe" button and `/nccl probe <node>`: launcher and options (see `ncclbot probe --help`).
+    probe_via: Literal["local", "ssh", "slurm", "k8s"] = Field(
+        "ssh", validation_alias=_env("probe_via"), description="launcher of probes started from Slack"
+    )
+    probe_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        validation_alias=_env("probe_timeout_s"),
+        description="longest a probe may run, in seconds",
+    )
+    probe_max_bytes: int | None = Field(
+        None,
+        gt=0,
+        validation_alias=_env("probe_max_bytes"),
+        description="largest allreduce size of the sweep (unset: 1 GiB with NCCL, 16 MiB with Gloo)",
+    )
+    probe_iters: int = Field(5, ge=1, validation_alias=_env("probe_iters"), description="iterations per size")
+    probe_nproc: int | None = Field(
+        None, ge=1, validation_alias=_env("probe_nproc"), description="ranks per node (unset: one per GPU)"
+    )
+    probe_ssh_user: str | None = Field(
+        None, validation_alias=_env("probe_ssh_user"), description="ssh launcher: user on the nodes"
+    )
+    probe_ssh_port: int = Field(
+        22, ge=1, le=65535, validation_alias=_env("probe_ssh_port"), description="ssh launcher: port"
+    )
+    probe_ssh_key: str | None = Field(
+        None, validation_alias=_env("probe_ssh_key"), description="ssh launcher: private key file"
+    )
+    probe_ssh_known_hosts: str | None = Field(
+        None,
+        validation_alias=_env("probe_ssh_known_hosts"),
+        description="ssh launcher: known_hosts file the nodes' host keys are checked against",
+    )
+    probe_slurm_partition: str | None = Field(
+        None, validation_alias=_env("probe_slurm_partition"), description="slurm launcher: partition"
+    )
+    probe_k8s_namespace: str = Field(
+        "default",
+        validation_alias=_env("probe_k8s_namespace"),
+        description="k8s launcher: namespace of the probe Jobs (deploy/kubernetes allows the bot's own)",
+    )
+    probe_k8s_image: str = Field(
+        "ncclbot-probe:latest",
+        validation_alias=_env("probe_k8s_image"),
+        description="k8s launcher: image with torch and ncclbot that the probe Job runs",
+    )
 
     # Webhook
     webhook_secret: SecretStr | None = Field(

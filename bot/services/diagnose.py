@@ -4,8 +4,8 @@ upload, a failed job's webhook and a thread that gains more files."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Literal
 
 import runbooks
@@ -32,6 +32,9 @@ class DiagnosisRequest:
     limits: ReadLimits = field(default_factory=ReadLimits)
     stdin: BinaryIO | None = None
     progress: Callable[[int], None] | None = None
+    # Names to show instead of paths that mean nothing to the reader (a chat upload's spool file):
+    # path -> name, applied to evidence sources before the diagnosis is shown or stored.
+    display_names: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +64,10 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
 
     Raises matcher.model.InputError for unusable input; store problems become `store_warning`."""
     result = diagnose(request.paths, limits=request.limits, stdin=request.stdin, progress=request.progress)
-    diagnosis = result.diagnosis
-    runbook = runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
+    diagnosis = renamed(result.diagnosis, request.display_names)
+    _count(diagnosis, request.source)
+    # From here on the diagnosis exists: a runbook or store problem is a warning, never a lost result.
+    runbook = _filled_runbook(diagnosis)
     outcome = DiagnosisOutcome(diagnosis=diagnosis, runbook=runbook, input_digest=result.input_digest)
     if not request.store:
         return outcome
@@ -83,6 +88,46 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
     )
 
 
+def _count(diagnosis: Diagnosis, source: str) -> None:
+    from bot.metrics import BYTES_READ, DIAGNOSES, DIAGNOSIS_SECONDS
+
+    DIAGNOSES.labels(class_id=diagnosis.primary.class_id, source=source).inc()
+    DIAGNOSIS_SECONDS.observe(diagnosis.stats.seconds)
+    BYTES_READ.inc(diagnosis.stats.bytes)
+
+
+def renamed(diagnosis: Diagnosis, names: Mapping[str, str]) -> Diagnosis:
+    """`diagnosis` with each path of `names` replaced by its name in evidence sources (archive members
+    `path!member` included) and in the culprit's reason."""
+    if not names:
+        return diagnosis
+    ordered = sorted(names.items(), key=lambda item: -len(item[0]))  # longest first: no partial match
+
+    def name(text: str) -> str:
+        for path, shown in ordered:
+            text = text.replace(path, shown)
+        return text
+
+    scores = tuple(
+        replace(score, evidence=tuple(replace(e, source=name(e.source)) for e in score.evidence))
+        for score in diagnosis.diagnoses
+    )
+    culprit = diagnosis.culprit
+    if culprit is not None:
+        culprit = replace(culprit, reason=name(culprit.reason))
+    return replace(diagnosis, diagnoses=scores, culprit=culprit)
+
+
+def _filled_runbook(diagnosis: Diagnosis) -> RenderedRunbook:
+    """The class' runbook with this diagnosis' values; values come from logs, so if filling them ever
+    fails the runbook comes with neutral wording instead, and a warning."""
+    try:
+        return runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
+    except Exception as error:
+        log.warning("runbook filled without this diagnosis' values: %s: %s", type(error).__name__, error)
+        return runbooks.render_for(diagnosis.primary.class_id, {})
+
+
 def record_diagnosis(
     diagnosis: Diagnosis,
     input_digest: str,
@@ -92,10 +137,12 @@ def record_diagnosis(
     cluster: str | None = None,
     database_url: str | None = None,
 ) -> tuple[Any | None, str | None]:
-    """Store one diagnosis; returns (IncidentRecord, None) or (None, why it was not stored)."""
-    from sqlalchemy.exc import SQLAlchemyError
+    """Store one diagnosis; returns (IncidentRecord, None) or (None, why it was not stored).
 
-    from bot.store import Store, StoreError
+    Whatever goes wrong with the database (a data directory that cannot be created, a driver that is not
+    installed, a URL it cannot parse, a value it refuses, a corrupt file) must not hide the diagnosis, so
+    every error becomes the warning (its reason is one line, credentials masked)."""
+    from bot.store import Store
     from bot.store.engine import database_error_reason
 
     try:
@@ -104,7 +151,7 @@ def record_diagnosis(
                 diagnosis, source=source, job_id=job_id, cluster=cluster, input_digest=input_digest
             )
             return record, None
-    except (StoreError, SQLAlchemyError) as error:
+    except Exception as error:
         reason = f"diagnosis not stored: {database_error_reason(error)}"
         log.warning("%s", reason)
         return None, reason

@@ -97,3 +97,11 @@ def test_an_unsafe_id_is_replaced_by_a_fresh_one(hostile: str) -> None:
     with logs.request_scope(hostile) as chosen:
         assert chosen != hostile
         assert logs.acceptable_request_id(chosen) == chosen
+
+
+def test_the_context_pool_runs_tasks_under_the_submitters_request_id() -> None:
+    with logs.ContextThreadPoolExecutor(2) as pool:
+        with logs.request_scope("slack-req-9"):
+            inside = pool.submit(logs.current_request_id)
+        outside = pool.submit(logs.current_request_id)
+        assert (inside.result(timeout=5), outside.result(timeout=5)) == ("slack-req-9", None)
