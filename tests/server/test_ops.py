@@ -20,6 +20,7 @@ from bot import metrics
 from bot.store import Store, migrate
 from bot.store.queue import WorkQueue
 from tests.conftest import need_service
+from tests.fakes.slack_api import FakeSlack
 from tests.fixtures.postgres_server import postgres_bin, private_postgres
 from tests.server.helpers import running_server
 
@@ -126,3 +127,18 @@ def test_a_database_outage_makes_readyz_fail_and_recover_while_healthz_and_metri
         while get(f"{server.url}/readyz")[0] != 200:
             assert time.monotonic() < deadline, "readiness did not come back after the database did"
             time.sleep(0.5)
+
+
+def test_readyz_checks_slack_when_slack_is_configured(tmp_path: Path) -> None:
+    with FakeSlack() as slack:
+        env = {**slack.env(), "SLACK_SIGNING_SECRET": "8f14e45fceea167a5a36dedd4bea2543"}
+        env["NCCLBOT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'bot.sqlite3'}"
+        with running_server(env) as server:
+            status, _, body = get(f"{server.url}/readyz")
+            assert (status, json.loads(body)["checks"]["slack"]) == (200, "ok")
+        # The same server with a token Slack no longer accepts (revoked, or the app reinstalled).
+        with running_server({**env, "SLACK_BOT_TOKEN": "xoxb-revoked-token"}) as server:
+            status, _, body = get(f"{server.url}/readyz")
+            assert status == 503
+            assert json.loads(body)["checks"]["slack"] == "auth.test refused the bot token: invalid_auth"
+            assert "xoxb-revoked-token" not in server.log()

@@ -1,19 +1,16 @@
 """The readiness checks one at a time, against real things: a closed PostgreSQL port, an empty SQLite
-file, and a fake Slack Web API on loopback answering `auth.test` as Slack does."""
+file, and the tests' fake Slack Web API on loopback (tests/fakes/slack_api.py)."""
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from bot.server.ops import SlackAuthCheck, database_check, migrations_check, run_checks
 from bot.store.engine import create_store_engine
+from tests.fakes.slack_api import FakeSlack
 
 
 def closed_port() -> int:
@@ -22,50 +19,26 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@contextmanager
-def fake_slack(answer: dict[str, object]) -> Iterator[tuple[str, list[str]]]:
-    """A Slack Web API that answers every auth.test with `answer`; yields its base URL and the
-    Authorization headers it received."""
-    seen: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            seen.append(self.headers.get("Authorization", ""))
-            body = json.dumps(answer if self.path == "/api/auth.test" else {"ok": False}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/api/", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
 def test_slack_check_passes_when_slack_accepts_the_token_and_asks_once_per_ttl() -> None:
-    with fake_slack({"ok": True, "team": "T1", "user_id": "U0BOT"}) as (url, seen):
-        check = SlackAuthCheck(url, "xoxb-1-2-good", ttl=60)
+    with FakeSlack() as slack:
+        check = SlackAuthCheck(slack.api_url, slack.bot_token, ttl=60)
         assert check() is None
         assert check() is None
-    assert seen == ["Bearer xoxb-1-2-good"]
+        assert [call.token for call in slack.calls_to("auth.test")] == [slack.bot_token]
 
 
 def test_slack_check_names_slacks_refusal() -> None:
-    with fake_slack({"ok": False, "error": "invalid_auth"}) as (url, _):
-        assert (
-            SlackAuthCheck(url, "xoxb-1-2-revoked", ttl=0)()
-            == "auth.test refused the bot token: invalid_auth"
+    with FakeSlack() as slack:
+        assert SlackAuthCheck(slack.api_url, "xoxb-revoked", ttl=0)() == (
+            "auth.test refused the bot token: invalid_auth"
         )
+
+
+def test_slack_check_fails_on_a_slack_outage() -> None:
+    with FakeSlack() as slack:
+        slack.fail("auth.test", status=503)
+        problem = SlackAuthCheck(slack.api_url, slack.bot_token, ttl=0)()
+    assert problem is not None and problem.startswith("auth.test failed:") and "503" in problem
 
 
 def test_slack_check_fails_when_slack_is_unreachable() -> None:
