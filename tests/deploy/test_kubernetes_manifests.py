@@ -111,7 +111,10 @@ def test_the_shipped_settings_are_accepted_by_the_bot(
     config = tmp_path / "ncclbot.toml"
     config.write_text(objects()[("ConfigMap", "ncclbot-config")]["data"]["ncclbot.toml"])
     monkeypatch.setenv("NCCLBOT_CONFIG", str(config))
-    assert load_settings().log_format == "json"
+    settings = load_settings()
+    assert settings.log_format == "json"
+    # Probe Jobs go where the Role allows the bot to create them.
+    assert settings.probe_k8s_namespace == objects()[("Role", "ncclbot-probes")]["metadata"]["namespace"]
     secret_keys = set(objects()[("Secret", "ncclbot-secrets")]["stringData"])
     assert secret_keys <= set(known_variables())
     env_names = {item["name"] for item in container()["env"]}
