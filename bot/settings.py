@@ -3,7 +3,12 @@ TOML file (`NCCLBOT_CONFIG=/etc/ncclbot.toml`, keys named like the fields), vali
 
 Environment names follow DESIGN.md: Slack's own variables keep their usual names (`SLACK_BOT_TOKEN`...),
 everything else is `NCCLBOT_<FIELD>`. The environment wins over the file. Secrets are `SecretStr`, so a
-settings object printed or logged never shows them.
+settings object printed or logged never shows them. Every field has a `description`: the README's
+configuration reference is made from them (`ncclbot config reference`; a test compares the two).
+
+`load_settings()` reports every problem at once, one line each, naming what to change: the environment
+variable, or the file and key. An `NCCLBOT_*` variable or a file key that nothing reads is a problem too
+(a typo would otherwise leave the default silently in force).
 """
 
 from __future__ import annotations
@@ -274,6 +279,9 @@ class Settings(BaseSettings):
             if password:
                 values.append(str(password))
         return values
+
+
+# -- where values come from, and what is wrong with them ---------------------------------------------
 
 
 @dataclass(frozen=True)
