@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,18 +83,29 @@ def effective(settings: Settings, sources: Sources) -> list[tuple[str, Any, str]
     ]
 
 
+def environment_only(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment-only variables that are set, credentials redacted."""
+    return {v.name: redact(environ[v.name]) for v in ENVIRONMENT_ONLY if v.name in environ}
+
+
 def run_check(args: argparse.Namespace) -> int:
     settings = settings_or_usage_error()
-    rows = effective(settings, read_sources())
+    sources = read_sources()
+    rows = effective(settings, sources)
+    others = environment_only(sources.environ)
     if args.json:
         document = {name: {"value": value, "from": origin} for name, value, origin in rows}
-        print(json.dumps({"valid": True, "settings": document}, indent=2))
+        print(json.dumps({"valid": True, "settings": document, "environment_only": others}, indent=2))
         return 0
     width = max(len(name) for name, _, _ in rows)
     value_width = min(48, max(len(_text(value)) for _, value, _ in rows))
     print("ncclbot: settings are valid (secrets masked)")
     for name, value, origin in rows:
         print(f"  {name:<{width}}  {_text(value):<{value_width}}  {origin}")
+    if others:
+        print("read from the environment by the matcher, the probe and the command line:")
+        for name, value in others.items():
+            print(f"  {name}={value}")
     return 0
 
 

@@ -35,6 +35,7 @@ def configured(tmp_path: Path) -> dict[str, str]:
         "SLACK_SIGNING_SECRET": SIGNING_SECRET,
         "NCCLBOT_DATABASE_URL": f"postgresql://ncclbot:{DB_PASSWORD}@db:5432/ncclbot",
         "NCCLBOT_PORT": "8080",
+        "NCCLBOT_MAX_INPUT_BYTES": "8G",
     }
 
 
@@ -42,7 +43,8 @@ def test_check_prints_every_setting_and_where_it_came_from_without_secrets(tmp_p
     env = configured(tmp_path)
     result = ncclbot("config", "check", env=env)
     assert result.returncode == 0, result.stderr
-    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]}
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:] if line.startswith("  ")}
+    assert "  NCCLBOT_MAX_INPUT_BYTES=8G" in result.stdout.splitlines()
     assert rows["port"][1:] == ["8080", "NCCLBOT_PORT"]
     assert rows["default_channel"][1:] == ["C0INCIDENTS", f"{env['NCCLBOT_CONFIG']}:", "default_channel"]
     assert rows["slack_bot_token"][1:] == ["********", "SLACK_BOT_TOKEN"]
@@ -52,7 +54,8 @@ def test_check_prints_every_setting_and_where_it_came_from_without_secrets(tmp_p
 
 
 def test_check_json_is_one_document_with_values_and_origins(tmp_path: Path) -> None:
-    result = ncclbot("config", "check", "--json", env=configured(tmp_path))
+    env = configured(tmp_path)
+    result = ncclbot("config", "check", "--json", env=env)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["valid"] is True
@@ -61,6 +64,10 @@ def test_check_json_is_one_document_with_values_and_origins(tmp_path: Path) -> N
     assert settings["slack_signing_secret"] == {"value": "********", "from": "SLACK_SIGNING_SECRET"}
     assert settings["database_url"]["value"] == "postgresql://ncclbot:[REDACTED]@db:5432/ncclbot"
     assert settings["webhook_secret"] == {"value": None, "from": "default"}
+    assert document["environment_only"] == {
+        "NCCLBOT_CONFIG": env["NCCLBOT_CONFIG"],
+        "NCCLBOT_MAX_INPUT_BYTES": "8G",
+    }
 
 
 def test_check_exits_2_with_one_line_per_problem() -> None:
