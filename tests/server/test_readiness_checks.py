@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from bot.server.ops import SlackAuthCheck, database_check, migrations_check, run_checks
+from bot.server.readiness import SlackAuthCheck, database_check, migrations_check, run_checks
 from bot.store.engine import create_store_engine
 from tests.fakes.slack_api import FakeSlack
 
