@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 
 
-def compose_config(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def compose_config(
+    tmp_path: Path, env: dict[str, str], dot_env: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """`podman-compose config` on a copy of deploy/, with ncclbot.env made from the example as users do."""
     podman_compose = Path(sys.executable).with_name("podman-compose")
     need_service(podman_compose.exists() and bool(shutil.which("podman")), "podman and podman-compose")
@@ -27,6 +29,8 @@ def compose_config(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedP
     deploy.mkdir()
     shutil.copy(DEPLOY / "compose.yml", deploy / "compose.yml")
     shutil.copy(DEPLOY / "ncclbot.env.example", deploy / "ncclbot.env")
+    if dot_env is not None:
+        (deploy / ".env").write_text(dot_env)
     return subprocess.run(
         [str(podman_compose), "-f", str(deploy / "compose.yml"), "config"],
         env={"PATH": "/usr/bin:/bin", **env},
@@ -82,3 +86,10 @@ def test_the_example_environment_file_names_only_known_settings() -> None:
         if "=" in line and line.lstrip("# ")[:1].isupper()
     ]
     assert names and set(names) <= set(known_variables()), set(names) - set(known_variables())
+
+
+def test_the_password_written_to_deploy_dot_env_as_the_readme_says_is_used(tmp_path: Path) -> None:
+    result = compose_config(tmp_path, {}, dot_env="POSTGRES_PASSWORD=from-dot-env\n")
+    assert result.returncode == 0, result.stderr
+    bot = yaml.safe_load(result.stdout)["services"]["bot"]
+    assert bot["environment"]["NCCLBOT_DATABASE_URL"] == "postgresql://ncclbot:from-dot-env@db:5432/ncclbot"
