@@ -22,6 +22,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from multiprocessing.context import BaseContext
 from typing import BinaryIO
 
 from matcher.model import InputError
@@ -52,14 +53,20 @@ def worker_count() -> int:
     return max(1, min(cores, MAX_WORKERS))
 
 
-class Workers:
-    """A pool of scanning processes for one diagnosis."""
+def process_context() -> BaseContext:
+    """How workers start: forked while this process runs a single thread (forking a threaded process is
+    unsafe), else from a fork server."""
+    return multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
 
-    def __init__(self, count: int, catalog: Catalog, limits: ReadLimits, budget: RegexBudget) -> None:
-        # Forking is safe only while this process runs a single thread.
-        method = "fork" if threading.active_count() == 1 else "forkserver"
-        context = multiprocessing.get_context(method)
-        if method == "fork":
+
+class Workers:
+    """A pool of scanning processes for one diagnosis (`context`: `process_context()`, or the one the
+    shared regex budget was made for)."""
+
+    def __init__(
+        self, count: int, catalog: Catalog, limits: ReadLimits, budget: RegexBudget, context: BaseContext
+    ) -> None:
+        if context.get_start_method() == "fork":
             # What the workers inherit (catalog, compiled patterns, modules) is never garbage: frozen, the
             # collector in each worker neither walks it nor touches (and so copies) its pages.
             gc.freeze()

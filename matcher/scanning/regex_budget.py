@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Iterable
+from multiprocessing.context import BaseContext
 from typing import Any
 
 # Seconds one regex may spend on one line; a pathological line then simply does not match.
@@ -22,11 +23,19 @@ TOTAL = 60
 
 
 class RegexBudget:
-    def __init__(self, signature_ids: Iterable[str], *, shared: bool = False) -> None:
+    """`shared`: in shared memory, for worker processes started from `context` (the default context of
+    multiprocessing unless given; a lock made for forked processes cannot go to a fork server's)."""
+
+    def __init__(
+        self, signature_ids: Iterable[str], *, shared: bool = False, context: BaseContext | None = None
+    ) -> None:
         self._index = {signature_id: i for i, signature_id in enumerate(signature_ids)}
         size = len(self._index) + 1  # the last slot counts all time-outs
-        self._counts: Any = multiprocessing.RawArray("i", size) if shared else [0] * size
-        self._lock: Any = multiprocessing.Lock() if shared else None
+        if shared and context is None:
+            context = multiprocessing.get_context()
+        self.context = context
+        self._counts: Any = self.context.RawArray("i", size) if self.context else [0] * size
+        self._lock: Any = self.context.Lock() if self.context else None
 
     @property
     def shared(self) -> bool:

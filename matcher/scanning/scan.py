@@ -28,7 +28,7 @@ from matcher.model import Observation, ScanResult, SourceSummary, Stats
 from matcher.reading import read
 from matcher.reading.read import ReadLimits, Source, Span
 from matcher.scanning.catalog import Catalog
-from matcher.scanning.pool import Workers, worker_count
+from matcher.scanning.pool import Workers, process_context, worker_count
 from matcher.scanning.prefilter import Prefilter, prefilter_for
 from matcher.scanning.regex_budget import RegexBudget
 from matcher.scanning.source_scan import (
@@ -97,7 +97,9 @@ class _Scanner:
         self.workers_wanted = worker_count()
         if budget is not None and not budget.shared:
             self.workers_wanted = 1  # a budget in this process's memory only: workers could not share it
-        self.budget = budget or RegexBudget((s.id for s in catalog), shared=self.workers_wanted > 1)
+        self.context = budget.context if budget is not None and budget.context else process_context()
+        ids = (s.id for s in catalog)
+        self.budget = budget or RegexBudget(ids, context=self.context if self.workers_wanted > 1 else None)
         self.workers: Workers | None = None
         self.plain_bytes = 0
         self.done = 0
@@ -118,7 +120,7 @@ class _Scanner:
         if source.path is not None:
             self.plain_bytes += source.size or 0
         if self.workers is None and self.workers_wanted > 1 and self.plain_bytes >= PARALLEL_MIN_BYTES:
-            self.workers = Workers(self.workers_wanted, self.catalog, self.limits, self.budget)
+            self.workers = Workers(self.workers_wanted, self.catalog, self.limits, self.budget, self.context)
         if self.workers is not None and source.path is not None:
             self._submit(slot, spans)
         elif len(spans) > 1:
