@@ -15,7 +15,9 @@ SOURCES = [
     Source("node-3/rank7.log", opener=lambda: io.BytesIO(), rank=7, host="node-3"),
 ]
 hosts = st.one_of(
-    st.sampled_from(["gpu-node-017", "ERROR", "INFO", "Nov", "V100", "I1129", "h%1", "a.b-c_d", "9lives"]),
+    st.sampled_from(
+        ["gpu-node-017", "ERROR", "INFO", "Nov", "V100", "I1129", "h%1", "A%A", "a.b-c_d", "9lives"]
+    ),
     st.from_regex(r"[A-Za-z0-9][\w.%-]{0,70}", fullmatch=True),
 )
 messages = st.one_of(
@@ -46,7 +48,7 @@ lines = st.builds(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(raw=lines, source=st.sampled_from(SOURCES))
 def test_plain_nccl_lines_are_attributed_as_peeling_every_prefix_would(raw: bytes, source: Source) -> None:
     quick = prefixes._plain_nccl_line(raw, source, 12)
