@@ -1,0 +1,163 @@
+"""The candidate lines of the residue: error-like lines of a job's logs that no signature recognises.
+
+Only run for `unknown` and low-confidence diagnoses, after the diagnosis, over the same inputs. It reads
+each text source's first and last MiBs (errors cluster at a job's start and end), stops after a fixed
+number of bytes and seconds in total, and keeps a bounded number of distinct lines, so its cost never
+grows with the size of the logs. It uses the matcher's public reading API (`iter_sources`, `parse_line`)
+and the signature catalog's data, never the scanner's internals.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from matcher.reading.prefixes import parse_line
+from matcher.reading.read import ReadLimits, Source, iter_sources
+from matcher.scanning.catalog import Catalog, Signature
+
+HEAD_BYTES = 2 * 1024**2
+TAIL_BYTES = 2 * 1024**2
+READ_BUDGET_BYTES = 256 * 1024**2  # all sources together, tails included (a tail needs a full pass)
+TIME_BUDGET_S = 3.0
+MAX_SOURCES = 256
+MAX_DISTINCT_LINES = 1000
+MAX_LINE_BYTES = 4096
+CHUNK_BYTES = 1024**2
+MATCH_TIMEOUT_S = 0.05
+
+# Words that make a line worth a maintainer's look. NCCL's "WARN" lines carry most of its errors.
+ERROR_LIKE = re.compile(
+    r"\b(?:error|errors|fail(?:ed|ure|s)?|fatal|exception|abort(?:ed|ing)?|timed? ?out|timeout|refused|"
+    r"unreachable|denied|panic|segfault|segmentation|killed|traceback|cannot|could not|unable|invalid|"
+    r"corrupt(?:ed)?|mismatch|warn(?:ing)?|lost|hung|stuck|unexpected|not found)\b",
+    re.IGNORECASE,
+)
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateLine:
+    """`text` is the message after prefix peeling (what is mined), `raw` the line as written (the
+    example a maintainer sees); `count` how often the same message occurred."""
+
+    text: str
+    raw: str
+    source: str
+    count: int = 1
+
+
+class RecognisedLines:
+    """Whether any signature of the catalog matches a line, the way the scanner decides it: a keyword
+    first (cheap), then the pattern on the peeled text or the raw line."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._signatures: list[tuple[Signature, tuple[str, ...]]] = [
+            (s, tuple(k.casefold() for k in s.keywords) if s.caseless else s.keywords) for s in catalog
+        ]
+
+    def __call__(self, text: str, raw: str) -> bool:
+        folded = None
+        for signature, keywords in self._signatures:
+            if signature.caseless:
+                folded = folded if folded is not None else f"{text}\n{raw}".casefold()
+                haystack = folded
+            else:
+                haystack = f"{text}\n{raw}"
+            if not any(keyword in haystack for keyword in keywords):
+                continue
+            try:
+                pattern = signature.pattern
+                if any(pattern.search(t, timeout=MATCH_TIMEOUT_S) for t in (text, raw)):
+                    return True
+            except TimeoutError:
+                return True  # a pattern that needs that long on this line is about it anyway
+        return False
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.bytes_left = READ_BUDGET_BYTES
+        self.deadline = time.monotonic() + TIME_BUDGET_S
+
+    def spent(self) -> bool:
+        return self.bytes_left <= 0 or time.monotonic() > self.deadline
+
+    def spend(self, size: int) -> None:
+        self.bytes_left -= size
+
+
+def candidate_lines(
+    paths: Sequence[str], recognised: RecognisedLines, *, limits: ReadLimits | None = None
+) -> list[CandidateLine]:
+    """Distinct unrecognised error-like lines of `paths`, most frequent first. Paths that cannot be
+    read again (stdin) are skipped."""
+    readable = [p for p in paths if p != "-"]
+    if not readable:
+        return []
+    budget = _Budget()
+    found: dict[str, CandidateLine] = {}
+    for index, source in enumerate(iter_sources(readable, limits or ReadLimits())):
+        if index >= MAX_SOURCES or budget.spent():
+            break
+        if source.kind != "text":
+            continue
+        for raw_line in _lines(source, budget):
+            line = parse_line(raw_line, source, 0)
+            text = line.text.strip()
+            if not text or not ERROR_LIKE.search(text):
+                continue
+            earlier = found.get(text)
+            if earlier is not None:
+                found[text] = CandidateLine(earlier.text, earlier.raw, earlier.source, earlier.count + 1)
+            elif len(found) < MAX_DISTINCT_LINES and not recognised(text, line.raw):
+                found[text] = CandidateLine(text, line.raw.strip(), source.name)
+    return sorted(found.values(), key=lambda c: (-c.count, c.text))
+
+
+def _lines(source: Source, budget: _Budget) -> Iterator[bytes]:
+    """The whole lines of the source's head and tail (one run when they touch)."""
+    with source.opener() as stream:
+        head, tail, gap = _head_and_tail(stream, budget)
+    if not gap:
+        yield from _split(head + tail, drop_first=False)
+        return
+    yield from _split(head, drop_first=False, drop_last=True)
+    yield from _split(tail, drop_first=True)
+
+
+def _head_and_tail(stream: BinaryIO, budget: _Budget) -> tuple[bytes, bytes, bool]:
+    """The first HEAD_BYTES, the last TAIL_BYTES read before the budget ran out, and whether bytes were
+    skipped between them."""
+    head = stream.read(HEAD_BYTES)
+    budget.spend(len(head))
+    tail = bytearray()
+    skipped = False
+    while not budget.spent():
+        chunk = stream.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        budget.spend(len(chunk))
+        tail += chunk
+        if len(tail) > 2 * TAIL_BYTES:
+            del tail[:-TAIL_BYTES]
+            skipped = True
+    if len(tail) > TAIL_BYTES:
+        del tail[:-TAIL_BYTES]
+        skipped = True
+    return head, bytes(tail), skipped
+
+
+def _split(data: bytes, *, drop_first: bool, drop_last: bool = False) -> Iterator[bytes]:
+    lines = _ANSI.sub(b"", data.replace(b"\x00", b"")).split(b"\n")
+    if drop_first:
+        lines = lines[1:]
+    if drop_last:
+        lines = lines[:-1]
+    for line in lines:
+        line = line.rstrip(b"\r")
+        if line:
+            yield line[:MAX_LINE_BYTES]
