@@ -23,6 +23,7 @@ from matcher.taxonomy import title
 
 HEATMAP_NODES = 15
 LEMON_LIMIT = 5
+FIX_LIMIT = 8  # the fixes named most often
 
 
 def _instant(text: str) -> datetime:
@@ -86,7 +87,7 @@ def compose(figures: dict[str, Any]) -> Digest:
         fixes=tuple(
             FixLine(row["fix"], row["held"], row["recurred"], row["pending"])
             for row in figures["fix_effectiveness"]
-        ),
+        )[:FIX_LIMIT],
         corrections=tuple(
             CorrectionLine(row["incident_id"], row["given"], row["corrected"], row["user"])
             for row in figures["corrections"]
