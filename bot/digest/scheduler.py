@@ -72,6 +72,8 @@ class DigestScheduler:
         self.claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._scheduler: BackgroundScheduler | None = None
         self._lock = threading.Lock()
+        # Set once the start-up catch-up has looked at every channel (tests and readiness wait on it).
+        self.caught_up = threading.Event()
 
     def start(self) -> None:
         if self._store is None:
@@ -96,8 +98,8 @@ class DigestScheduler:
                 name=f"weekly digest to {target.channel} ({target.slot})",
                 replace_existing=True,
             )
-            # No trigger: runs once, right away, in the scheduler's worker thread (start stays quick).
-            scheduler.add_job(self.run, args=[target], id=f"digest-catch-up:{target.channel}")
+        # No trigger: runs once, right away, in the scheduler's worker thread (start stays quick).
+        scheduler.add_job(self.catch_up, id="digest-catch-up")
         scheduler.start()
         self._scheduler = scheduler
         log.info("digest scheduled: %s", "; ".join(f"{t.channel} {t.slot}" for t in self.targets))
@@ -114,6 +116,17 @@ class DigestScheduler:
         """When the cron job of `channel` fires next (for tests and the log)."""
         job = self._scheduler.get_job(f"digest:{channel}") if self._scheduler else None
         return None if job is None else job.next_run_time
+
+    def catch_up(self) -> None:
+        """At start: post every channel whose latest slot passed while this bot was down."""
+        try:
+            for target in self.targets:
+                try:
+                    self.run(target)
+                except Exception:  # one channel failing must not keep the others' digests back
+                    log.exception("catching up the digest of %s failed", target.channel)
+        finally:
+            self.caught_up.set()
 
     def run(self, target: DigestTarget) -> None:
         """Post the channel's digest if its slot is due and its week still missing."""

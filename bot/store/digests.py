@@ -50,16 +50,18 @@ def claim(
     lease: timedelta,
 ) -> DigestClaim:
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    inserted = _changed(
-        session,
+    # RETURNING gives the id only when this statement inserted the row (rowcount is not reliable for
+    # ORM-enabled inserts on PostgreSQL).
+    inserted = session.scalar(
         dialect.insert(DigestPost)
         .values(channel=channel, week=week, as_of=as_of, claimed_by=claimant, claimed_at=at)
-        .on_conflict_do_nothing(index_elements=["channel", "week"]),
+        .on_conflict_do_nothing(index_elements=["channel", "week"])
+        .returning(DigestPost.id)
     )
     row = session.scalars(
         select(DigestPost).where(DigestPost.channel == channel, DigestPost.week == week)
     ).one()
-    if inserted.rowcount == 1:
+    if inserted is not None:
         return _claim_of(row, "claimed")
     if row.posted_at is not None:
         return _claim_of(row, "posted")
