@@ -29,11 +29,13 @@ MAX_LINE_BYTES = 4096
 CHUNK_BYTES = 1024**2
 MATCH_TIMEOUT_S = 0.05
 
-# Words that make a line worth a maintainer's look. NCCL's "WARN" lines carry most of its errors.
+# Words that make a line worth a maintainer's look (exception names such as RuntimeError included).
+# NCCL's "WARN" lines carry most of its errors.
 ERROR_LIKE = re.compile(
-    r"\b(?:error|errors|fail(?:ed|ure|s)?|fatal|exception|abort(?:ed|ing)?|timed? ?out|timeout|refused|"
-    r"unreachable|denied|panic|segfault|segmentation|killed|traceback|cannot|could not|unable|invalid|"
-    r"corrupt(?:ed)?|mismatch|warn(?:ing)?|lost|hung|stuck|unexpected|not found)\b",
+    r"\w*(?:error|exception|fault)s?\b|\b(?:fail(?:ed|ure|s|ing)?|fatal|abort(?:ed|ing)?|timed? ?out|"
+    r"timeout|refused|unreachable|denied|rejected|panic|segfault|segmentation|killed|died|dead|"
+    r"crash(?:ed)?|traceback|cannot|could not|unable|invalid|corrupt(?:ed)?|mismatch|warn(?:ing)?|lost|"
+    r"hung|stuck|unexpected|not found|expired|unhealthy)\b",
     re.IGNORECASE,
 )
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
