@@ -211,6 +211,55 @@ class AuditLog(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
+QUEUE_PENDING = "pending"
+QUEUE_RUNNING = "running"
+QUEUE_DONE = "done"
+QUEUE_DEAD = "dead"
+
+
+class WorkItem(Base):
+    """One unit of durable background work (a failed job to diagnose and post, a Slack upload to read).
+
+    Accepted work is committed here before anyone is told it was accepted; workers claim rows, and a
+    claim that outlives its lease (the worker died) is taken over. `(kind, key)` is unique: the same
+    event sent twice is one item. Items sharing a `group_key` run one at a time, oldest first."""
+
+    __tablename__ = "work_items"
+    __table_args__ = (
+        UniqueConstraint("kind", "key", name="uq_work_items_kind_key"),
+        Index("ix_work_items_status_available_at", "status", "available_at"),
+        Index("ix_work_items_group_key_id", "group_key", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(String(512))
+    group_key: Mapped[str | None] = mapped_column(String(512))
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    status: Mapped[str] = mapped_column(String(16), default=QUEUE_PENDING)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    available_at: Mapped[datetime]
+    lease_until: Mapped[datetime | None]
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class PostedMessage(Base):
+    """A message the bot posted under an idempotency key: posting again with the key finds it here
+    instead of posting twice. A message reference is plain data (channel, ts), not Slack code."""
+
+    __tablename__ = "posted_messages"
+
+    key: Mapped[str] = mapped_column(String(512), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    ts: Mapped[str] = mapped_column(String(32))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    posted_at: Mapped[datetime]
+
+
 class DigestPost(Base):
     """One weekly digest per (channel, ISO week). The row is claimed before the digest is posted, so
     that exactly one replica posts it and a restarted bot knows whether the week is done. A claim left

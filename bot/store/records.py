@@ -143,3 +143,12 @@ class ProbeRunSummary:
             "finished": iso_utc(self.finished_at),
             "reasons": list(self.result.get("reasons", [])),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class PostedRef:
+    """Where a message posted under an idempotency key went (channel, ts; thread_ts for a reply)."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None = None

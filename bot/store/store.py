@@ -27,9 +27,16 @@ from bot.store.models import (
     Incident,
     Node,
     Occurrence,
+    PostedMessage,
     ProbeRun,
 )
-from bot.store.records import IncidentRecord, IncidentSummary, OccurrenceSummary, ProbeRunSummary
+from bot.store.records import (
+    IncidentRecord,
+    IncidentSummary,
+    OccurrenceSummary,
+    PostedRef,
+    ProbeRunSummary,
+)
 from bot.store.recurrence import recurrence_line
 from bot.store.settings import INCIDENT_WINDOW, database_url
 from matcher.model import Diagnosis
@@ -77,6 +84,14 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def writing(self) -> Any:
+        """A write transaction (SQLite: BEGIN IMMEDIATE) for store extensions such as the work queue."""
+        return self._write.begin()
+
+    def reading(self) -> Session:
+        """A read-only session for store extensions."""
+        return self._read()
 
     def __enter__(self) -> Store:
         return self
@@ -405,6 +420,27 @@ class Store:
             session.add(entry)
             session.flush()
             return entry.id
+
+    # -- messages posted under idempotency keys -----------------------------------------------------
+
+    def message_for_key(self, key: str) -> PostedRef | None:
+        with self._read() as session:
+            row = session.get(PostedMessage, key)
+            return None if row is None else PostedRef(channel=row.channel, ts=row.ts, thread_ts=row.thread_ts)
+
+    def remember_message(
+        self, key: str, channel: str, ts: str, *, thread_ts: str | None = None, now: datetime | None = None
+    ) -> PostedRef:
+        """Record what was posted under `key`; if another writer recorded the key first, theirs stands."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        with self._write.begin() as session:
+            session.execute(
+                dialect.insert(PostedMessage)
+                .values(key=key, channel=channel, ts=ts, thread_ts=thread_ts, posted_at=_now(now))
+                .on_conflict_do_nothing(index_elements=["key"])
+            )
+            row = session.get_one(PostedMessage, key)
+            return PostedRef(channel=row.channel, ts=row.ts, thread_ts=row.thread_ts)
 
     # -- reading ---------------------------------------------------------------------------------------
 

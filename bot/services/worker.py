@@ -1,0 +1,158 @@
+"""Background workers that drain the durable work queue (bot.store.queue).
+
+A handler per item kind does the work; a handler that raises is retried with exponential backoff (a
+Slack or database outage delays work but loses none), and one that raises `PermanentError` is given up
+at once (the item can never succeed: say why in the error). Long items keep their lease alive with a
+heartbeat, so that only a dead worker's items are taken over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from bot.store.queue import DEFAULT_LEASE, QueuedItem, WorkQueue
+
+log = logging.getLogger("ncclbot.worker")
+
+Handler = Callable[[QueuedItem], dict[str, Any] | None]
+
+
+class PermanentError(Exception):
+    """The item cannot succeed however often it is tried (bad payload, unknown job)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    first: float = 2.0
+    factor: float = 2.0
+    cap: float = 300.0
+    jitter: float = 0.2
+
+    def delay(self, attempts: int) -> timedelta:
+        seconds = min(self.cap, self.first * self.factor ** max(0, attempts - 1))
+        return timedelta(seconds=seconds * (1 + random.uniform(-self.jitter, self.jitter)))
+
+
+def worker_id() -> str:
+    """Unique per process and start: host, pid and a random suffix (a restarted pid is another worker)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+
+
+class QueueWorker:
+    """`threads` loops that claim and handle items of the handled kinds until stopped."""
+
+    name = "queue-worker"
+
+    def __init__(
+        self,
+        queue: WorkQueue,
+        handlers: Mapping[str, Handler],
+        *,
+        threads: int = 2,
+        lease: timedelta = DEFAULT_LEASE,
+        poll_interval: float = 0.5,
+        backoff: Backoff | None = None,
+        identity: str | None = None,
+    ) -> None:
+        self.queue = queue
+        self.handlers = dict(handlers)
+        self.threads = threads
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.backoff = backoff or Backoff()
+        self.identity = identity or worker_id()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._held: set[int] = set()
+        self._held_lock = threading.Lock()
+
+    def start(self) -> None:
+        self._stop.clear()
+        for index in range(self.threads):
+            thread = threading.Thread(target=self._loop, name=f"{self.name}-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        beat = threading.Thread(target=self._heartbeat_loop, name=f"{self.name}-heartbeat", daemon=True)
+        beat.start()
+        self._threads.append(beat)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+
+    def wake(self) -> None:
+        """New work was enqueued: look now instead of at the next poll."""
+        self._wake.set()
+
+    def run_once(self) -> bool:
+        """Claim and handle one item; False when there was nothing to do."""
+        item = self.queue.claim(self.identity, kinds=list(self.handlers), lease=self.lease)
+        if item is None:
+            return False
+        with self._held_lock:
+            self._held.add(item.id)
+        try:
+            self._handle(item)
+        finally:
+            with self._held_lock:
+                self._held.discard(item.id)
+        return True
+
+    def _handle(self, item: QueuedItem) -> None:
+        handler = self.handlers[item.kind]
+        try:
+            result = handler(item)
+        except PermanentError as error:
+            log.error("work item %s (%s %s) given up: %s", item.id, item.kind, item.key, error)
+            self.queue.retry(item.id, self.identity, str(error), delay=timedelta(0), permanent=True)
+            return
+        except Exception as error:  # any failure is retried later; the item is never dropped
+            delay = self.backoff.delay(item.attempts)
+            log.warning(
+                "work item %s (%s %s) failed (attempt %d), retrying in %.0f s: %s",
+                item.id,
+                item.kind,
+                item.key,
+                item.attempts,
+                delay.total_seconds(),
+                error,
+            )
+            self.queue.retry(item.id, self.identity, f"{type(error).__name__}: {error}", delay=delay)
+            return
+        if not self.queue.complete(item.id, self.identity, result):
+            log.warning("work item %s finished after its lease was taken over", item.id)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                busy = self.run_once()
+            except Exception:  # the database is down: keep trying, never die
+                log.exception("claiming work failed; retrying")
+                busy = False
+                self._stop.wait(min(5.0, self.poll_interval * 4))
+            if not busy:
+                self._wake.wait(self.poll_interval)
+                self._wake.clear()
+
+    def _heartbeat_loop(self) -> None:
+        interval = max(0.5, self.lease.total_seconds() / 3)
+        while not self._stop.wait(interval):
+            with self._held_lock:
+                held = list(self._held)
+            for item_id in held:
+                try:
+                    self.queue.heartbeat(item_id, self.identity, lease=self.lease)
+                except Exception:
+                    log.exception("heartbeat for work item %s failed", item_id)
