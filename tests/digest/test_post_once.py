@@ -13,6 +13,7 @@ import pytest
 
 from bot.services.digest import post_digest
 from bot.services.outlet import InMemoryOutlet, Message, MessageRef
+from bot.services.posting import post_once
 from bot.store import Store
 from tests.digest.history import NOW, WEEK, seed_digest_history
 from tests.digest.outlets import FileOutlet
@@ -132,3 +133,16 @@ def test_three_concurrent_cli_posts_post_one_digest(database_url: str, tmp_path:
     assert all("not posted again" in out for out, _ in outputs if out not in posted)
     [post] = FileOutlet(outlet_file).posts()
     assert (post["channel"], post["files"]) == (CHANNEL, ["ncclbot-digest-2026-W48.png"])
+
+
+def test_a_replica_that_died_after_posting_is_not_posted_over(store: Store) -> None:
+    """The first replica posted (and recorded the message under the digest's key) but died before
+    marking the week: the replica taking over finds the message instead of posting again."""
+    dead_replicas_outlet, outlet = InMemoryOutlet(), InMemoryOutlet()  # two processes: nothing shared
+    dead = store.claim_digest(CHANNEL, WEEK, as_of=NOW, claimant="dead", lease=timedelta(minutes=10), now=NOW)
+    key = f"digest:{CHANNEL}:{WEEK}"
+    first = post_once(dead_replicas_outlet, store, key, CHANNEL, Message(text="the digest"))
+    assert dead.won and _post(store, outlet, minutes=11) == "posted"
+    assert outlet.posted == []
+    claim = store.digest_claim(CHANNEL, WEEK)
+    assert claim is not None and claim.slack_ts == first.ts

@@ -1,6 +1,7 @@
 """Posting the weekly digest exactly once per (channel, ISO week), whatever the number of replicas
 and restarts: claim the week's row in the store, then post, then mark it posted. The claim decides who
-posts; the outlet's idempotency key covers a crash between the post and the mark."""
+posts; `post_once` and its idempotency key cover a crash between the post and the mark (the replica
+that takes the week over finds the message instead of posting it again)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bot.services.digest.compose import compose
 from bot.services.digest.figures import gather
 from bot.services.digest.week import iso_week, latest_slot
 from bot.services.outlet import FileUpload, Message, MessageRef, Outlet
+from bot.services.posting import post_once
 from bot.settings import DigestTarget
 
 log = logging.getLogger("ncclbot.digest")
@@ -86,7 +88,7 @@ def post_digest(
         return DigestResult("in-progress", channel, week, retry_at=now + lease)
     try:
         _, digest = build_digest(store, week=week, channel=channel, as_of=as_of, stale_days=stale_days)
-        ref = outlet.post(channel, digest_message(digest), key=idempotency_key(channel, week))
+        ref = post_once(outlet, store, idempotency_key(channel, week), channel, digest_message(digest))
     except BaseException:
         # Give the week back so that a retry, another replica or the next start can post it.
         store.release_digest(claim.id, claimant)
