@@ -39,6 +39,7 @@ def _template_id(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from bot.cli import UsageError
+    from bot.render.digest_text import counted
     from bot.render.safe_text import strip_controls
     from bot.render.signature_toml import signature_toml
     from bot.services.residue import list_templates, signature_skeleton
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     for t in templates:
         classes = ", ".join(t.classes)
         print(
-            f"[{t.id}] {t.occurrences} diagnoses, {t.lines} lines ({classes}): {strip_controls(t.template)}"
+            f"[{t.id}] {counted(t.occurrences, 'diagnosis', 'diagnoses')}, {counted(t.lines, 'line')}"
+            f" ({classes}): {strip_controls(t.template)}"
         )
         for example in t.examples[:3]:
             print(f"      {strip_controls(example, keep_newlines=False)}")

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from bot.model.digest import Digest
-from bot.render.digest_text import period_line, trend_text
+from bot.render.digest_text import counted, period_line, trend_text
 from bot.render.slack_text import (
     BUTTON_TEXT_LIMIT,
     FALLBACK_TEXT_LIMIT,
@@ -75,7 +75,8 @@ def _lemon_blocks(digest: Digest) -> list[dict[str, Any]]:
                 "text": {
                     "type": "mrkdwn",
                     "text": f"{inline_code(node.hostname)}{cluster}: score {node.score:.1f}, "
-                    f"{node.incidents} incidents, {node.failed_probes}/{node.probe_runs} probes failed",
+                    f"{counted(node.incidents, 'incident')}, "
+                    f"{node.failed_probes}/{node.probe_runs} probes failed",
                 },
                 "accessory": {
                     "type": "button",
@@ -158,7 +159,8 @@ def _residue_blocks(digest: Digest) -> list[dict[str, Any]]:
         )
     ]
     for t in digest.residue[:RESIDUE_IN_MESSAGE]:
-        head = f"*[{t.template_id}]* {t.occurrences} diagnoses, {t.lines} lines"
+        seen = f"{counted(t.occurrences, 'diagnosis', 'diagnoses')}, {counted(t.lines, 'line')}"
+        head = f"*[{t.template_id}]* {seen}"
         body = code_block(f"{t.template}\n{t.example}", SECTION_TEXT_LIMIT - len(head) - 1)
         blocks.append(_section(f"{head}\n{body}"))
     return blocks

@@ -13,8 +13,9 @@ def _safe(text: str) -> str:
     return strip_controls(text, keep_newlines=False)
 
 
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """`1 incident`, `3 incidents`; `plural` for irregular nouns."""
+    return f"{number} {noun}" if number == 1 else f"{number} {plural or noun + 's'}"
 
 
 def _hosts(hosts: tuple[str, ...]) -> str:
@@ -32,7 +33,7 @@ def period_line(digest: Digest) -> str:
 
 
 def stale_text(incident: StaleIncident) -> str:
-    times = _count(incident.occurrences, "occurrence")
+    times = counted(incident.occurrences, "occurrence")
     where = _hosts(incident.hosts)
     return f"#{incident.id} {incident.class_id} on {where}: open {incident.age_days} days, {times}"
 
@@ -54,7 +55,7 @@ def digest_text(digest: Digest) -> str:
 
     out.append("Recurring failures")
     for f in digest.fingerprints:
-        incidents = _count(f.incidents, "incident")
+        incidents = counted(f.incidents, "incident")
         out.append(
             f"  {f.class_id} on {_hosts(f.hosts)}: {f.count}x this week ({f.previous} before), {incidents},"
             f" latest #{f.incident_id}"
@@ -67,7 +68,7 @@ def digest_text(digest: Digest) -> str:
     for n in digest.lemons:
         cluster = f" ({_safe(n.cluster)})" if n.cluster else ""
         out.append(
-            f"  {_safe(n.hostname)}{cluster}: score {n.score:.1f}, {_count(n.incidents, 'incident')},"
+            f"  {_safe(n.hostname)}{cluster}: score {n.score:.1f}, {counted(n.incidents, 'incident')},"
             f" {n.failed_probes}/{n.probe_runs} probes failed"
         )
     if not digest.lemons:
@@ -114,7 +115,8 @@ def digest_text(digest: Digest) -> str:
         out.append("    none")
     out.append("  Unrecognised log templates (draft a signature: ncclbot residue --signature ID):")
     for t in digest.residue:
-        out.append(f"    [{t.template_id}] {t.occurrences} diagnoses, {t.lines} lines: {_safe(t.template)}")
+        seen = f"{counted(t.occurrences, 'diagnosis', 'diagnoses')}, {counted(t.lines, 'line')}"
+        out.append(f"    [{t.template_id}] {seen}: {_safe(t.template)}")
         out.append(f"        e.g. {_safe(t.example)}")
     if not digest.residue:
         out.append("    none")

@@ -115,7 +115,7 @@ def test_residue_lists_templates_with_counts_and_examples(
     assert sorted(metadata["examples"]) == sorted([METADATA_1, METADATA_2])
     assert shard["template"] == "Checkpoint shard <HEX> checksum mismatch on rank <NUM>"
     status, out, _ = run(capsys, "residue", "--days", "5", "--as-of", AS_OF, "--database-url", seeded)
-    assert "1 diagnoses, 2 lines" in out  # the 6-day-old diagnosis is outside 5 days
+    assert "1 diagnosis, 2 lines" in out  # the 6-day-old diagnosis is outside 5 days
     assert out.rstrip().endswith("draft a signature with `ncclbot residue --signature ID > file.toml`")
 
 
