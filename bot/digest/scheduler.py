@@ -35,6 +35,7 @@ log = logging.getLogger("ncclbot.digest")
 
 Clock = Callable[[], datetime]
 RETRY_SLACK = timedelta(seconds=5)
+STOP_TIMEOUT_S = 30
 
 
 def cron_trigger(slot: WeeklySlot) -> CronTrigger:
@@ -71,6 +72,7 @@ class DigestScheduler:
         self.grace = timedelta(hours=settings.digest_grace_hours)
         self.claimant = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._scheduler: BackgroundScheduler | None = None
+        self._catching_up: threading.Thread | None = None
         self._lock = threading.Lock()
         # Set once the start-up catch-up has looked at every channel (tests and readiness wait on it).
         self.caught_up = threading.Event()
@@ -98,13 +100,19 @@ class DigestScheduler:
                 name=f"weekly digest to {target.channel} ({target.slot})",
                 replace_existing=True,
             )
-        # No trigger: runs once, right away, in the scheduler's worker thread (start stays quick).
-        scheduler.add_job(self.catch_up, id="digest-catch-up")
         scheduler.start()
         self._scheduler = scheduler
+        # A thread of its own rather than a one-off job: APScheduler removes a finished one-off job from
+        # its scheduler thread, which races with a shutdown that follows quickly (a short-lived test,
+        # a bot stopped right after starting).
+        self._catching_up = threading.Thread(target=self.catch_up, name="digest-catch-up", daemon=True)
+        self._catching_up.start()
         log.info("digest scheduled: %s", "; ".join(f"{t.channel} {t.slot}" for t in self.targets))
 
     def stop(self) -> None:
+        if self._catching_up is not None:
+            self._catching_up.join(timeout=STOP_TIMEOUT_S)
+            self._catching_up = None
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None
