@@ -25,7 +25,9 @@ from bot.render.slack_text import (
     plain_text,
 )
 
-DRAIN_ACTION = "digest_drain_node"
+# The Slack app's Drain button (bot.slack listeners, admin-only, audited): its value names an incident
+# and the node, so the digest's button is handled exactly like the one under an incident message.
+DRAIN_ACTION = "incident.drain"
 TREND_EMOJI = {"new": ":new:", "up": ":arrow_up:", "down": ":arrow_down:", "flat": ":left_right_arrow:"}
 RESIDUE_IN_MESSAGE = 3
 LINE_CHARS = 300
@@ -68,35 +70,30 @@ def _lemon_blocks(digest: Digest) -> list[dict[str, Any]]:
     blocks = [_section("*Lemon nodes* (initiated incidents or failed probes)")]
     for node in digest.lemons:
         cluster = f" in {inline_code(node.cluster)}" if node.cluster else ""
-        value = json.dumps({"node": node.hostname, "cluster": node.cluster}, separators=(",", ":"))
-        blocks.append(
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"{inline_code(node.hostname)}{cluster}: score {node.score:.1f}, "
-                    f"{counted(node.incidents, 'incident')}, "
-                    f"{node.failed_probes}/{node.probe_runs} probes failed",
-                },
-                "accessory": {
-                    "type": "button",
-                    "action_id": DRAIN_ACTION,
-                    "style": "danger",
-                    "text": {"type": "plain_text", "text": plain_text("Drain", BUTTON_TEXT_LIMIT)},
-                    "value": value[:2000],
-                    "confirm": {
-                        "title": {"type": "plain_text", "text": "Drain this node?"},
-                        "text": {
-                            "type": "mrkdwn",
-                            "text": f"New jobs will not be scheduled on {inline_code(node.hostname)}.",
-                        },
-                        "confirm": {"type": "plain_text", "text": "Drain"},
-                        "deny": {"type": "plain_text", "text": "Cancel"},
-                    },
-                },
-            }
+        section = _section(
+            f"{inline_code(node.hostname)}{cluster}: score {node.score:.1f}, "
+            f"{counted(node.incidents, 'incident')}, {node.failed_probes}/{node.probe_runs} probes failed"
         )
+        if node.incident_id is not None:  # the Slack app's drain acts on an incident and its node
+            section["accessory"] = _drain_button(node.incident_id, node.hostname)
+        blocks.append(section)
     return blocks
+
+
+def _drain_button(incident_id: int, hostname: str) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "action_id": DRAIN_ACTION,
+        "style": "danger",
+        "text": {"type": "plain_text", "text": plain_text("Drain", BUTTON_TEXT_LIMIT)},
+        "value": json.dumps({"incident": incident_id, "node": hostname}, separators=(",", ":"))[:2000],
+        "confirm": {
+            "title": {"type": "plain_text", "text": "Drain this node?"},
+            "text": {"type": "mrkdwn", "text": f"No new jobs will start on {inline_code(hostname)}."},
+            "confirm": {"type": "plain_text", "text": "Drain"},
+            "deny": {"type": "plain_text", "text": "Cancel"},
+        },
+    }
 
 
 def _costs_and_resolve(digest: Digest) -> str:

@@ -42,6 +42,13 @@ class CorrectionRow:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeIncident:
+    hostname: str
+    cluster: str | None
+    incident_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class NodeClassCount:
     hostname: str
     cluster: str | None
@@ -133,6 +140,26 @@ def class_counts(session: Session, *, start: datetime, end: datetime) -> dict[st
         .group_by(Occurrence.class_id)
     ).all()
     return {class_id: int(count) for class_id, count in rows}
+
+
+def latest_incident_per_node(session: Session, *, start: datetime, end: datetime) -> list[NodeIncident]:
+    """The most recent incident each culprit node initiated in (start, end] (what a Drain button on
+    a lemon node refers to)."""
+    per_node = (
+        select(Occurrence.node_id, func.max(Occurrence.incident_id).label("incident_id"))
+        .where(Occurrence.node_id.is_not(None), Occurrence.occurred_at > start, Occurrence.occurred_at <= end)
+        .group_by(Occurrence.node_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Node.hostname, Node.cluster, per_node.c.incident_id).join(
+            per_node, per_node.c.node_id == Node.id
+        )
+    ).all()
+    return sorted(
+        (NodeIncident(host, cluster or None, int(incident)) for host, cluster, incident in rows),
+        key=lambda r: (r.hostname, r.cluster or ""),
+    )
 
 
 def node_class_counts(session: Session, *, start: datetime, end: datetime) -> list[NodeClassCount]:

@@ -558,6 +558,12 @@ class Store:
         with self._read() as session:
             return digest_queries.class_counts(session, start=_now(start), end=_now(end))
 
+    def latest_incident_per_node(
+        self, *, start: datetime, end: datetime
+    ) -> list[digest_queries.NodeIncident]:
+        with self._read() as session:
+            return digest_queries.latest_incident_per_node(session, start=_now(start), end=_now(end))
+
     def node_class_counts(self, *, start: datetime, end: datetime) -> list[digest_queries.NodeClassCount]:
         with self._read() as session:
             return digest_queries.node_class_counts(session, start=_now(start), end=_now(end))

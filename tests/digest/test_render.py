@@ -84,17 +84,14 @@ def test_blocks_stay_within_block_kit_limits(seeded_digest: Digest) -> None:
     assert "7 occurrences (3 the week before)" in digest_fallback(seeded_digest)
 
 
-def test_each_lemon_node_has_a_drain_button_naming_it(seeded_digest: Digest) -> None:
-    two_lemons = replace(
-        seeded_digest, lemons=(*seeded_digest.lemons, LemonLine("gpu-node-099", None, 4.0, 2, 1, 1))
-    )
-    buttons = [b["accessory"] for b in digest_blocks(two_lemons) if "accessory" in b]
-    assert [b["action_id"] for b in buttons] == [DRAIN_ACTION, DRAIN_ACTION]
-    assert [json.loads(b["value"]) for b in buttons] == [
-        {"node": "gpu-node-017", "cluster": "west"},
-        {"node": "gpu-node-099", "cluster": None},
-    ]
-    assert all("confirm" in b for b in buttons)
+def test_each_lemon_node_has_a_drain_button_naming_it_and_its_latest_incident(seeded_digest: Digest) -> None:
+    probed_only = LemonLine("gpu-node-099", None, 2.0, 0, 1, 1)  # a failed probe, no incident to act on
+    blocks = digest_blocks(replace(seeded_digest, lemons=(*seeded_digest.lemons, probed_only)))
+    buttons = [b["accessory"] for b in blocks if "accessory" in b]
+    assert [b["action_id"] for b in buttons] == [DRAIN_ACTION]
+    assert json.loads(buttons[0]["value"]) == {"incident": 8, "node": "gpu-node-017"}  # oom-3's incident
+    assert buttons[0]["style"] == "danger" and "confirm" in buttons[0]
+    assert any("gpu-node-099" in t for t in _texts(blocks))
 
 
 def test_log_text_cannot_ping_link_or_break_out_of_code(seeded_digest: Digest) -> None:
@@ -106,7 +103,7 @@ def test_log_text_cannot_ping_link_or_break_out_of_code(seeded_digest: Digest) -
         classes=("unknown",),
         example="@here <@U123> &amp; ```",
     )
-    node = LemonLine("<!here>", "<http://x|y>", 3.0, 2, 0, 0)
+    node = LemonLine("<!here>", "<http://x|y>", 3.0, 2, 0, 0, incident_id=1)
     text = " ".join(_texts(digest_blocks(replace(seeded_digest, residue=(hostile,), lemons=(node,)))))
     for forbidden in ("<!channel>", "<!here>", "<http://", "<@U123>"):
         assert forbidden not in text

@@ -33,6 +33,9 @@ def _instant(text: str) -> datetime:
 def compose(figures: dict[str, Any]) -> Digest:
     as_of = _instant(figures["as_of"])
     cost = {row["key"]: row["gpu_hours"] for row in figures["gpu_hours_lost_by_class"]}
+    latest = {
+        (row["hostname"], row["cluster"]): row["incident_id"] for row in figures["latest_incident_per_node"]
+    }
     classes = tuple(
         ClassLine(
             class_id=row["key"],
@@ -70,6 +73,7 @@ def compose(figures: dict[str, Any]) -> Digest:
                 incidents=row["incidents"],
                 failed_probes=row["failed_probes"],
                 probe_runs=row["probe_runs"],
+                incident_id=latest.get((row["hostname"], row["cluster"])),
             )
             for row in figures["lemon_nodes"]
             if row["is_lemon"]
