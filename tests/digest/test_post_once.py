@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bot.services.digest import post_digest
 from bot.services.outlet import InMemoryOutlet, Message, MessageRef
@@ -37,11 +38,20 @@ def _post(store: Store, outlet: object, *, claimant: str = "replica-a", minutes:
     return result.outcome
 
 
+def _posts_counted(outcome: str) -> float:
+    return REGISTRY.get_sample_value("ncclbot_digest_posts_total", {"outcome": outcome}) or 0.0
+
+
 def test_a_second_post_the_same_week_posts_nothing(store: Store) -> None:
     seed_digest_history(store)
     outlet = InMemoryOutlet()
+    posted_before, repeated_before = _posts_counted("posted"), _posts_counted("already-posted")
     assert _post(store, outlet) == "posted"
     assert _post(store, outlet, claimant="replica-b", minutes=60) == "already-posted"
+    assert (_posts_counted("posted"), _posts_counted("already-posted")) == (
+        posted_before + 1,
+        repeated_before + 1,
+    )
     [posted] = outlet.top_level(CHANNEL)
     assert posted.key == f"digest:{CHANNEL}:{WEEK}"
     assert "NCCL incident digest 2026-W48: 7 occurrences" in posted.message.text
