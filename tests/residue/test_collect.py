@@ -129,3 +129,29 @@ def test_a_failing_residue_pass_never_costs_the_diagnosis(
         )
     assert outcome.incident is not None and outcome.store_warning is None
     assert "unrecognised lines not mined: disk vanished" in caplog.text
+
+
+def test_the_tail_of_a_plain_file_is_found_past_the_read_budget(
+    tmp_path: Path, recognised: RecognisedLines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain file is read at its end by seeking, however far past the read budget that end is."""
+    monkeypatch.setattr(collect, "READ_BUDGET_BYTES", 6 * 1024**2)
+    filler = (HEALTHY + "\n").encode() * (1024**2 // len(HEALTHY))
+    log = tmp_path / "huge.log"
+    with log.open("wb") as file:
+        file.write(b"error: head of the log\n")
+        for _ in range(20):
+            file.write(filler)
+        file.write(b"error: the very end of the log\n")
+    assert log.stat().st_size > 3 * collect.READ_BUDGET_BYTES
+    found = texts(candidate_lines([str(log)], recognised))
+    assert found == ["error: head of the log", "error: the very end of the log"]
+
+
+def test_a_compressed_log_is_read_on_to_its_tail_within_the_budget(
+    tmp_path: Path, recognised: RecognisedLines
+) -> None:
+    filler = (HEALTHY + "\n") * (3 * collect.HEAD_BYTES // len(HEALTHY))
+    log = tmp_path / "rank0.log.gz"
+    log.write_bytes(gzip.compress(f"error: head\n{filler}error: middle\n{filler}error: tail\n".encode(), 1))
+    assert texts(candidate_lines([str(log)], recognised)) == ["error: head", "error: tail"]

@@ -1,18 +1,22 @@
 """The candidate lines of the residue: error-like lines of a job's logs that no signature recognises.
 
 Only run for `unknown` and low-confidence diagnoses, after the diagnosis, over the same inputs. It reads
-each text source's first and last MiBs (errors cluster at a job's start and end), stops after a fixed
-number of bytes and seconds in total, and keeps a bounded number of distinct lines, so its cost never
-grows with the size of the logs. It uses the matcher's public reading API (`iter_sources`, `parse_line`)
-and the signature catalog's data, never the scanner's internals.
+each text source's first and last MiBs (errors cluster at a job's start and end): a plain file by
+seeking to its end, a stream (compressed, archive member) by reading on, keeping the last MiBs, until
+a byte budget is spent. It stops after a fixed number of bytes and seconds in total and keeps a bounded
+number of distinct lines, so its cost never grows with the size of the logs. It uses the matcher's
+public reading API (`iter_sources`, `parse_line`) and the signature catalog's data, never the scanner's
+internals.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 from matcher.reading.prefixes import parse_line
@@ -21,7 +25,7 @@ from matcher.scanning.catalog import Catalog, Signature
 
 HEAD_BYTES = 2 * 1024**2
 TAIL_BYTES = 2 * 1024**2
-READ_BUDGET_BYTES = 256 * 1024**2  # all sources together, tails included (a tail needs a full pass)
+READ_BUDGET_BYTES = 256 * 1024**2  # all sources together (a stream's tail costs a pass over it)
 TIME_BUDGET_S = 3.0
 MAX_SOURCES = 256
 MAX_DISTINCT_LINES = 1000
@@ -123,7 +127,14 @@ def candidate_lines(
 def _lines(source: Source, budget: _Budget) -> Iterator[bytes]:
     """The whole lines of the source's head and tail (one run when they touch)."""
     with source.opener() as stream:
-        head, tail, gap = _head_and_tail(stream, budget)
+        head = stream.read(HEAD_BYTES)
+        budget.spend(len(head))
+        plain = _plain_file(source.name, head)
+        if plain is not None:
+            tail, gap = _seek_tail(plain, len(head))
+            budget.spend(len(tail))
+        else:
+            tail, gap = _stream_tail(stream, budget)
     if not gap:
         yield from _split(head + tail, drop_first=False)
         return
@@ -131,11 +142,31 @@ def _lines(source: Source, budget: _Budget) -> Iterator[bytes]:
     yield from _split(tail, drop_first=True)
 
 
-def _head_and_tail(stream: BinaryIO, budget: _Budget) -> tuple[bytes, bytes, bool]:
-    """The first HEAD_BYTES, the last TAIL_BYTES read before the budget ran out, and whether bytes were
-    skipped between them."""
-    head = stream.read(HEAD_BYTES)
-    budget.spend(len(head))
+def _plain_file(name: str, head: bytes) -> Path | None:
+    """The file on disk behind a source, when the source is that file's bytes as they are (not an
+    archive member, not decompressed or transcoded): its tail can then be read by seeking."""
+    path = Path(name)
+    try:
+        if not head or not path.is_file():
+            return None
+        with path.open("rb") as file:
+            return path if file.read(len(head)) == head else None
+    except OSError:
+        return None
+
+
+def _seek_tail(path: Path, head_size: int) -> tuple[bytes, bool]:
+    """The last TAIL_BYTES after the head, and whether bytes were skipped between them."""
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        start = max(head_size, size - TAIL_BYTES)
+        file.seek(start)
+        return file.read(TAIL_BYTES), start > head_size
+
+
+def _stream_tail(stream: BinaryIO, budget: _Budget) -> tuple[bytes, bool]:
+    """A stream cannot seek: the last TAIL_BYTES read before the budget ran out, and whether bytes were
+    skipped since the head."""
     tail = bytearray()
     skipped = False
     while not budget.spent():
@@ -150,7 +181,7 @@ def _head_and_tail(stream: BinaryIO, budget: _Budget) -> tuple[bytes, bytes, boo
     if len(tail) > TAIL_BYTES:
         del tail[:-TAIL_BYTES]
         skipped = True
-    return head, bytes(tail), skipped
+    return bytes(tail), skipped
 
 
 def _split(data: bytes, *, drop_first: bool, drop_last: bool = False) -> Iterator[bytes]:
