@@ -155,3 +155,23 @@ def test_a_compressed_log_is_read_on_to_its_tail_within_the_budget(
     log = tmp_path / "rank0.log.gz"
     log.write_bytes(gzip.compress(f"error: head\n{filler}error: middle\n{filler}error: tail\n".encode(), 1))
     assert texts(candidate_lines([str(log)], recognised)) == ["error: head", "error: tail"]
+
+
+ERROR_WORDS = (
+    "RuntimeError errors exception fault failed failure fatal aborted timed out time out timeout refused "
+    "unreachable denied rejected panic segfault segmentation killed died dead crashed Traceback cannot "
+    "could not unable invalid corrupted mismatch WARN warning lost hung stuck unexpected not found "
+    "expired unhealthy"
+)
+
+
+@pytest.mark.parametrize("word", [*ERROR_WORDS.split(), "timed out", "time out", "could not", "not found"])
+def test_the_byte_keywords_find_every_error_like_word(word: str) -> None:
+    """The fast byte search must not miss a line that ERROR_LIKE would keep, nor look for dead words."""
+    assert collect.ERROR_LIKE.search(f"x {word} y")
+    assert any(keyword in word.lower().encode() for keyword in collect.KEYWORDS)
+
+
+@pytest.mark.parametrize("keyword", [k.decode() for k in collect.KEYWORDS])
+def test_every_byte_keyword_is_an_error_like_word(keyword: str) -> None:
+    assert collect.ERROR_LIKE.search(f"x {keyword} y")

@@ -36,12 +36,25 @@ MATCH_TIMEOUT_S = 0.05
 # Words that make a line worth a maintainer's look (exception names such as RuntimeError included).
 # NCCL's "WARN" lines carry most of its errors.
 ERROR_LIKE = re.compile(
-    r"\w*(?:error|exception|fault)s?\b|\b(?:fail(?:ed|ure|s|ing)?|fatal|abort(?:ed|ing)?|timed? ?out|"
+    r"(?:error|exception|fault)s?\b|\b(?:fail(?:ed|ure|s|ing)?|fatal|abort(?:ed|ing)?|timed? ?out|"
     r"timeout|refused|unreachable|denied|rejected|panic|segfault|segmentation|killed|died|dead|"
     r"crash(?:ed)?|traceback|cannot|could not|unable|invalid|corrupt(?:ed)?|mismatch|warn(?:ing)?|lost|"
     r"hung|stuck|unexpected|not found|expired|unhealthy)\b",
     re.IGNORECASE,
 )
+# Literal cores of ERROR_LIKE, found in the lower-cased raw bytes with `bytes.find` (memchr speed, where a
+# regex alternation manages a few MB/s): only the lines holding one are decoded, peeled and checked
+# against ERROR_LIKE itself. A test keeps the two lists in step.
+KEYWORDS = tuple(
+    word.encode()
+    for word in (
+        "error", "exception", "fault", "fail", "fatal", "abort", "timed out", "time out", "timeout",
+        "timedout", "refused", "unreachable", "denied", "rejected", "panic", "segfault", "segmentation",
+        "killed", "died", "dead", "crash", "traceback", "cannot", "could not", "unable", "invalid",
+        "corrupt", "mismatch", "warn", "lost", "hung", "stuck", "unexpected", "not found", "expired",
+        "unhealthy",
+    )
+)  # fmt: skip
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -185,12 +198,27 @@ def _stream_tail(stream: BinaryIO, budget: _Budget) -> tuple[bytes, bool]:
 
 
 def _split(data: bytes, *, drop_first: bool, drop_last: bool = False) -> Iterator[bytes]:
-    lines = _ANSI.sub(b"", data.replace(b"\x00", b"")).split(b"\n")
+    """The lines of `data` that hold one of the KEYWORDS; a cut first or last line is dropped."""
+    start, end = 0, len(data)
     if drop_first:
-        lines = lines[1:]
+        start = data.find(b"\n") + 1
+        if start == 0:
+            return
     if drop_last:
-        lines = lines[:-1]
-    for line in lines:
-        line = line.rstrip(b"\r")
+        end = data.rfind(b"\n", start)
+        if end < 0:
+            return
+    lowered = data.lower()
+    line_starts: set[int] = set()
+    for keyword in KEYWORDS:
+        at = lowered.find(keyword, start, end)
+        while at >= 0:
+            line_starts.add(lowered.rfind(b"\n", start, at) + 1 or start)
+            line_end = lowered.find(b"\n", at, end)
+            at = -1 if line_end < 0 else lowered.find(keyword, line_end + 1, end)
+    for line_start in sorted(line_starts):
+        line_end = data.find(b"\n", line_start, end)
+        line = data[line_start : end if line_end < 0 else line_end]
+        line = _ANSI.sub(b"", line.replace(b"\x00", b"")).rstrip(b"\r")
         if line:
             yield line[:MAX_LINE_BYTES]
