@@ -25,7 +25,7 @@ from matcher.scanning.catalog import Catalog, Signature
 
 HEAD_BYTES = 2 * 1024**2
 TAIL_BYTES = 2 * 1024**2
-READ_BUDGET_BYTES = 256 * 1024**2  # all sources together (a stream's tail costs a pass over it)
+READ_BUDGET_BYTES = 1024**3  # all sources together (a stream's tail costs a pass over it)
 TIME_BUDGET_S = 3.0
 MAX_SOURCES = 256
 MAX_DISTINCT_LINES = 1000
