@@ -33,8 +33,8 @@ class TemplateLines:
 
 @dataclass(frozen=True, slots=True)
 class ResidueCount:
-    """A template's figures over a period: in how many diagnoses, how many lines, which classes those
-    diagnoses got, and the newest example line."""
+    """A template's figures over a period: in how many diagnoses, how many lines, and which classes
+    those diagnoses got."""
 
     template_id: int
     occurrences: int
@@ -42,7 +42,6 @@ class ResidueCount:
     first_seen: datetime
     last_seen: datetime
     classes: tuple[str, ...]
-    example: str
 
 
 class ResidueWriter:
@@ -126,7 +125,6 @@ def residue_counts(session: Session, *, start: datetime, end: datetime) -> list[
             first_seen=first,
             last_seen=last,
             classes=tuple(sorted(classes.get(template_id, ()))),
-            example=(examples(session, template_id, limit=1, end=end) or [""])[0],
         )
         for template_id, occurrences, lines, first, last in rows
     ]

@@ -587,6 +587,11 @@ class Store:
         with self._read() as session:
             return residue.residue_counts(session, start=end - timedelta(days=days), end=end)
 
-    def residue_examples(self, template_id: int, *, limit: int = 5) -> list[str]:
+    def residue_examples(
+        self, template_id: int, *, limit: int = 5, until: datetime | None = None
+    ) -> list[str]:
+        """Distinct example lines of a template, newest first (seen up to `until` when given)."""
         with self._read() as session:
-            return residue.examples(session, template_id, limit=limit)
+            return residue.examples(
+                session, template_id, limit=limit, end=None if until is None else _now(until)
+            )

@@ -39,7 +39,9 @@ def gather(store: Any, *, week: str, channel: str | None, as_of: datetime, stale
     figures["latest_incident_per_node"] = [
         asdict(row) for row in store.latest_incident_per_node(start=as_of - timedelta(days=DAYS), end=as_of)
     ]
-    figures["residue"] = [t.to_json() for t in list_templates(store, days=DAYS, now=as_of)[:RESIDUE_LIMIT]]
+    figures["residue"] = [
+        t.to_json() for t in list_templates(store, days=DAYS, now=as_of, limit=RESIDUE_LIMIT)
+    ]
     figures["weekly_by_class"] = _weekly(store, as_of)
     chart_start = as_of - timedelta(days=DAYS * CHART_WEEKS)
     figures["node_class"] = [

@@ -91,26 +91,29 @@ def mine_lines(store: Any, occurrence_id: int, lines: Sequence[CandidateLine], *
     return len(samples)
 
 
-def list_templates(store: Any, *, days: int, now: datetime) -> list[Template]:
-    """Templates seen in the last `days`, in the most diagnoses first."""
-    counts = store.residue_counts(days=days, now=now)
+def list_templates(store: Any, *, days: int, now: datetime, limit: int | None = None) -> list[Template]:
+    """Templates seen in the last `days`, in the most diagnoses first (the first `limit` of them)."""
+    counts = store.residue_counts(days=days, now=now)[:limit]
     if not counts:
         return []
     text = templates(store.miner_state(MINER_NAME))
-    return [
-        Template(
-            id=c.template_id,
-            # A template dropped from the bounded tree keeps its counts; its example stands in.
-            template=text.get(c.template_id, c.example),
-            occurrences=c.occurrences,
-            lines=c.lines,
-            classes=c.classes,
-            first_seen=c.first_seen,
-            last_seen=c.last_seen,
-            examples=tuple(store.residue_examples(c.template_id, limit=EXAMPLES)),
+    found = []
+    for c in counts:
+        examples = tuple(store.residue_examples(c.template_id, limit=EXAMPLES, until=now))
+        found.append(
+            Template(
+                id=c.template_id,
+                # A template dropped from the bounded tree keeps its counts; an example stands in.
+                template=text.get(c.template_id, examples[0] if examples else ""),
+                occurrences=c.occurrences,
+                lines=c.lines,
+                classes=c.classes,
+                first_seen=c.first_seen,
+                last_seen=c.last_seen,
+                examples=examples,
+            )
         )
-        for c in counts
-    ]
+    return found
 
 
 def signature_skeleton(store: Any, template_id: int) -> Skeleton | None:
