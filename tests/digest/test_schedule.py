@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,22 @@ def test_the_cron_trigger_fires_on_the_named_day_in_the_zone() -> None:
     assert fire is not None
     assert (fire.weekday(), fire.hour, fire.minute) == (0, 9, 0)
     assert fire.astimezone(UTC) == datetime(2026, 12, 7, 14, 0, tzinfo=UTC)
+
+
+def test_channels_from_the_settings_file_as_the_readme_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "ncclbot.toml"
+    config.write_text(
+        'digest_schedule = "mon 09:00"\n'
+        'digest_timezone = "Europe/Berlin"\n'
+        "digest_channels = [\n"
+        '  "C0123ABCD",\n'
+        '  { channel = "C0456EFGH", schedule = "tue 08:30", timezone = "Asia/Tokyo" },\n'
+        "]\n"
+    )
+    monkeypatch.setenv("NCCLBOT_CONFIG", str(config))
+    assert [(t.channel, str(t.slot)) for t in load_settings().digest_targets()] == [
+        ("C0123ABCD", "mon 09:00 Europe/Berlin"),
+        ("C0456EFGH", "tue 08:30 Asia/Tokyo"),
+    ]
