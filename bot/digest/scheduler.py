@@ -35,6 +35,9 @@ log = logging.getLogger("ncclbot.digest")
 
 Clock = Callable[[], datetime]
 RETRY_SLACK = timedelta(seconds=5)
+# After a failed post (Slack down, database away) the week's claim is given back; try again this soon,
+# as long as the slot is within the grace.
+RETRY_AFTER_FAILURE = timedelta(minutes=5)
 STOP_TIMEOUT_S = 30
 
 
@@ -60,12 +63,14 @@ class DigestScheduler:
         *,
         clock: Clock = _utc_now,
         lease: timedelta = LEASE,
+        retry_after_failure: timedelta = RETRY_AFTER_FAILURE,
         store: Any | None = None,
     ) -> None:
         self._settings = settings
         self._outlet = outlet
         self._clock = clock
         self._lease = lease
+        self._retry_after_failure = retry_after_failure
         self._store = store
         self._owns_store = store is None
         self.targets = settings.digest_targets()
@@ -126,41 +131,44 @@ class DigestScheduler:
         return None if job is None else job.next_run_time
 
     def catch_up(self) -> None:
-        """At start: post every channel whose latest slot passed while this bot was down."""
+        """At start: post every channel whose latest slot passed while this bot was down (`run` never
+        raises: a failed channel is retried later and does not keep the others back)."""
         try:
             for target in self.targets:
-                try:
-                    self.run(target)
-                except Exception:  # one channel failing must not keep the others' digests back
-                    log.exception("catching up the digest of %s failed", target.channel)
+                self.run(target)
         finally:
             self.caught_up.set()
 
     def run(self, target: DigestTarget) -> None:
         """Post the channel's digest if its slot is due and its week still missing."""
-        result = post_if_due(
-            self._store,
-            self._outlet,
-            target,
-            now=self._clock(),
-            grace=self.grace,
-            stale_days=self._settings.digest_stale_days,
-            claimant=self.claimant,
-            lease=self._lease,
-        )
+        try:
+            result = post_if_due(
+                self._store,
+                self._outlet,
+                target,
+                now=self._clock(),
+                grace=self.grace,
+                stale_days=self._settings.digest_stale_days,
+                claimant=self.claimant,
+                lease=self._lease,
+            )
+        except Exception as error:
+            log.error("posting the digest to %s failed (%s); trying again later", target.channel, error)
+            self._schedule_retry(target, self._retry_after_failure)
+            return
         if result is not None and result.outcome == "in-progress":
             # Another replica holds the claim. Look again once its lease is over: if it died before
             # posting, this replica takes the week over; if it posted, the retry finds it done.
-            self._schedule_retry(target)
+            self._schedule_retry(target, self._lease + RETRY_SLACK)
 
-    def _schedule_retry(self, target: DigestTarget) -> None:
+    def _schedule_retry(self, target: DigestTarget, delay: timedelta) -> None:
         with self._lock:
             if self._scheduler is None:
                 return
             self._scheduler.add_job(
                 self.run,
                 "date",
-                run_date=_utc_now() + self._lease + RETRY_SLACK,
+                run_date=_utc_now() + delay,
                 args=[target],
                 id=f"digest-retry:{target.channel}",
                 replace_existing=True,

@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bot.digest.scheduler import DigestScheduler
-from bot.services.outlet import InMemoryOutlet
+from bot.services.outlet import InMemoryOutlet, Message, MessageRef
 from bot.settings import DAY_NAMES, DigestChannel, Settings
 from bot.store import Store
 
@@ -107,3 +108,29 @@ def test_the_cron_job_fires_at_its_slot_in_two_replicas_and_posts_once(database_
     [posted] = [p for o in outlets for p in o.posted]
     year, week, _ = slot.isocalendar()
     assert posted.key == f"digest:{CHANNEL}:{year}-W{week:02d}"
+
+
+class DownOnce(InMemoryOutlet):
+    """Slack answering the first post with an error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+
+    def post(self, channel: str, message: Message, **kwargs: Any) -> MessageRef:
+        if self.failures == 0:
+            self.failures += 1
+            raise ConnectionError("slack is down")
+        return super().post(channel, message, **kwargs)
+
+
+def test_a_failed_post_is_retried_within_the_grace(database_url: str) -> None:
+    outlet = DownOnce()
+    clock = at(SLOT + timedelta(minutes=1))
+    bot = DigestScheduler(
+        settings(database_url), outlet, clock=clock, retry_after_failure=timedelta(seconds=0.5)
+    )
+    with running(bot):
+        assert bot.caught_up.wait(WAIT_S)
+        assert wait_until(lambda: len(outlet.posted) == 1)
+    assert outlet.failures == 1
