@@ -209,3 +209,14 @@ def test_the_byte_keywords_find_every_error_like_word(word: str) -> None:
 @pytest.mark.parametrize("keyword", [k.decode() for k in collect.KEYWORDS])
 def test_every_byte_keyword_is_an_error_like_word(keyword: str) -> None:
     assert collect.ERROR_LIKE.search(f"x {keyword} y")
+
+
+def test_credentials_in_residue_lines_are_masked_before_they_are_kept(
+    tmp_path: Path, recognised: RecognisedLines
+) -> None:
+    token = "hf_" + "a1B2c3D4e5" * 4
+    log = tmp_path / "rank0.log"
+    log.write_text(f"[rank0]: error: model hub refused HF_TOKEN={token} for org-17\n")
+    [found] = candidate_lines([str(log)], recognised)
+    assert token not in found.text and token not in found.raw
+    assert "[REDACTED]" in found.text and "[REDACTED]" in found.raw

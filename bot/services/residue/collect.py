@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from matcher.analysis.redact import clean
 from matcher.reading.prefixes import parse_line
 from matcher.reading.read import ReadLimits, Source, iter_sources
 from matcher.scanning.catalog import Catalog, Signature
@@ -126,14 +127,15 @@ def candidate_lines(
             continue
         for raw_line in _lines(source, budget):
             line = parse_line(raw_line, source, 0)
-            text = line.text.strip()
-            if not text or not ERROR_LIKE.search(text):
+            if not ERROR_LIKE.search(line.text):
                 continue
+            # Credentials echoed into a log stop here: what is mined, stored and posted is cleaned.
+            text = clean(line.text).strip()
             earlier = found.get(text)
             if earlier is not None:
                 found[text] = CandidateLine(earlier.text, earlier.raw, earlier.source, earlier.count + 1)
-            elif len(found) < MAX_DISTINCT_LINES and not recognised(text, line.raw):
-                found[text] = CandidateLine(text, line.raw.strip(), source.name)
+            elif text and len(found) < MAX_DISTINCT_LINES and not recognised(line.text, line.raw):
+                found[text] = CandidateLine(text, clean(line.raw).strip(), source.name)
     return sorted(found.values(), key=lambda c: (-c.count, c.text))
 
 
