@@ -2,7 +2,7 @@
 unrecognised lines of unknown / low-confidence diagnoses.
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0005
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
