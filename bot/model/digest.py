@@ -99,6 +99,7 @@ class CorrectionLine:
     given: str
     corrected: str | None
     user: str
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.model.digest import Digest
 from bot.render.digest_text import counted, period_line, trend_text
+from bot.render.slack_blocks import ACTION_DRAIN
 from bot.render.slack_text import (
     BUTTON_TEXT_LIMIT,
     FALLBACK_TEXT_LIMIT,
@@ -25,12 +26,13 @@ from bot.render.slack_text import (
     plain_text,
 )
 
-# The Slack app's Drain button (bot.slack listeners, admin-only, audited): its value names an incident
-# and the node, so the digest's button is handled exactly like the one under an incident message.
-DRAIN_ACTION = "incident.drain"
+# The Slack app's Drain button (admin-only, audited): its value names an incident and the node, so the
+# digest's button is handled exactly like the one under an incident message.
+DRAIN_ACTION = ACTION_DRAIN
 TREND_EMOJI = {"new": ":new:", "up": ":arrow_up:", "down": ":arrow_down:", "flat": ":left_right_arrow:"}
 RESIDUE_IN_MESSAGE = 3
 LINE_CHARS = 300
+NOTE_CHARS = 200
 SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,20}")
 
 
@@ -141,6 +143,7 @@ def _corrections(digest: Digest) -> str:
     lines = [
         f"• #{c.incident_id} {inline_code(c.given)} → "
         f"{inline_code(c.corrected) if c.corrected else 'no class given'} by {_user(c.user)}"
+        + (f": _{mrkdwn(c.note, NOTE_CHARS)}_" if c.note else "")
         for c in digest.corrections
     ]
     return "*Diagnoses corrected by users*\n" + ("\n".join(lines) or "None this week.")

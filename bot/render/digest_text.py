@@ -109,7 +109,7 @@ def digest_text(digest: Digest) -> str:
         corrected = correction.corrected or "(no class given)"
         out.append(
             f"    #{correction.incident_id} {_safe(correction.given)} -> {_safe(corrected)}"
-            f" (by {_safe(correction.user)})"
+            f" (by {_safe(correction.user)})" + (f": {_safe(correction.note)}" if correction.note else "")
         )
     if not digest.corrections:
         out.append("    none")

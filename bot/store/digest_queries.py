@@ -39,6 +39,7 @@ class CorrectionRow:
     corrected: str | None
     user: str
     at: datetime
+    note: str | None = None  # what the user wrote, if anything
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,7 @@ def corrections(session: Session, *, days: int, now: datetime) -> list[Correctio
             corrected=feedback.corrected_class,
             user=feedback.slack_user,
             at=feedback.created_at,
+            note=feedback.note,
         )
         for feedback, given in rows
     ]

@@ -30,11 +30,11 @@ UNKNOWNS = [
     ("unknown-6", "gpu-node-021", 6, [_line(METADATA_2)]),
 ]
 
-# (occurrence key whose incident was corrected, user, corrected class, days before NOW)
+# (occurrence key whose incident was corrected, user, corrected class, note, days before NOW)
 CORRECTIONS = [
-    ("oom-1", "U0ALICE", "system/host-oom", 0.5),
-    ("ib-5", "U0BOB", None, 3),
-    ("oom-10", "U0CAROL", "hardware/gpu-xid", 9),  # the week before: not in this week's digest
+    ("oom-1", "U0ALICE", "system/host-oom", "dmesg shows the cgroup OOM killer", 0.5),
+    ("ib-5", "U0BOB", None, None, 3),
+    ("oom-10", "U0CAROL", "hardware/gpu-xid", None, 9),  # the week before: not in this week's digest
 ]
 
 
@@ -45,8 +45,10 @@ def seed_digest_history(store: Store) -> dict[str, IncidentRecord]:
         record = store.record_diagnosis(diagnosis, input_digest=key, cluster="west", now=ago(days))
         mine_lines(store, record.occurrence_id, lines, at=ago(days))
         records[key] = record
-    for key, user, corrected, days in CORRECTIONS:
-        store.record_feedback(records[key].id, user, correct=False, corrected_class=corrected, now=ago(days))
+    for key, user, corrected, note, days in CORRECTIONS:
+        store.record_feedback(
+            records[key].id, user, correct=False, corrected_class=corrected, note=note, now=ago(days)
+        )
     store.record_feedback(records["ib-9"].id, "U0DAVE", correct=True, now=ago(1))  # agreement: not shown
     return records
 

@@ -72,9 +72,9 @@ def test_time_to_resolve_and_fixes_that_held(digest_and_figures: tuple[Digest, d
 
 def test_what_the_bot_learned(digest_and_figures: tuple[Digest, dict]) -> None:
     digest, _ = digest_and_figures
-    assert [(c.given, c.corrected, c.user) for c in digest.corrections] == [
-        ("cuda/oom", "system/host-oom", "U0ALICE"),
-        ("network/ib-rdma", None, "U0BOB"),
+    assert [(c.given, c.corrected, c.user, c.note) for c in digest.corrections] == [
+        ("cuda/oom", "system/host-oom", "U0ALICE", "dmesg shows the cgroup OOM killer"),
+        ("network/ib-rdma", None, "U0BOB", None),
     ]  # U0CAROL's was the week before; U0DAVE agreed
     metadata, shard = digest.residue
     assert metadata.template == "Failed to reach metadata service at <IP> from <HOST> after <NUM> retries"

@@ -120,7 +120,7 @@ def test_terminal_text_shows_the_figures(seeded_digest: Digest) -> None:
     text = digest_text(seeded_digest)
     assert "NCCL incident digest 2026-W48 for C0DIGEST" in text
     assert "  cuda/oom                                 3       1  up +2       4.0" in text
-    assert "#8 cuda/oom -> system/host-oom (by U0ALICE)" in text
+    assert "#8 cuda/oom -> system/host-oom (by U0ALICE): dmesg shows the cgroup OOM killer" in text
     assert (
         "[1] 2 diagnoses, 3 lines: Failed to reach metadata service at <IP> from <HOST> after <NUM> retries"
         in text

@@ -93,7 +93,7 @@ def compose(figures: dict[str, Any]) -> Digest:
             for row in figures["fix_effectiveness"]
         )[:FIX_LIMIT],
         corrections=tuple(
-            CorrectionLine(row["incident_id"], row["given"], row["corrected"], row["user"])
+            CorrectionLine(row["incident_id"], row["given"], row["corrected"], row["user"], row["note"])
             for row in figures["corrections"]
         ),
         residue=tuple(
