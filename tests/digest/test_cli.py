@@ -134,3 +134,13 @@ def test_residue_signature_is_a_skeleton_whose_pattern_matches_its_examples(
     assert not pattern.search("Failed to reach the metadata service")
     assert signature["keywords"] == ["Failed to reach metadata service at"]
     assert {"classes", "role", "description", "no_match"} <= set(signature)
+
+
+def test_the_stale_incident_age_comes_from_the_settings(
+    seeded: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NCCLBOT_DIGEST_STALE_DAYS", "60")
+    _, out, _ = run(capsys, "digest", "--preview", "--json", "--as-of", AS_OF, "--database-url", seeded)
+    stale = json.loads(out)["open_incidents"]
+    assert stale["older_than_days"] == 60
+    assert [i["class"] for i in stale["incidents"]] == ["cuda/oom"]  # 100 days open; the 59-day one is not
