@@ -31,7 +31,9 @@ from bot.render.slack_text import (
 DRAIN_ACTION = ACTION_DRAIN
 TREND_EMOJI = {"new": ":new:", "up": ":arrow_up:", "down": ":arrow_down:", "flat": ":left_right_arrow:"}
 RESIDUE_IN_MESSAGE = 3
-LINE_CHARS = 300
+LINE_CHARS = 200
+HOSTS_SHOWN = 3
+HOST_CHARS = 80
 NOTE_CHARS = 200
 SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,20}")
 
@@ -42,7 +44,10 @@ def _section(text: str) -> dict[str, Any]:
 
 
 def _hosts(hosts: tuple[str, ...]) -> str:
-    return ", ".join(inline_code(h) for h in hosts) if hosts else "no culprit node"
+    if not hosts:
+        return "no culprit node"
+    shown = ", ".join(inline_code(h, HOST_CHARS) for h in hosts[:HOSTS_SHOWN])
+    return shown if len(hosts) <= HOSTS_SHOWN else f"{shown} and {len(hosts) - HOSTS_SHOWN} more"
 
 
 def _classes(digest: Digest) -> str:

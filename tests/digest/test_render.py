@@ -9,12 +9,13 @@ from dataclasses import replace
 
 import pytest
 
-from bot.model.digest import Digest, Grid, LemonLine, ResidueLine
+from bot.model.digest import Digest, FixLine, Grid, LemonLine, ResidueLine, StaleIncident
 from bot.render.digest_blocks import DRAIN_ACTION, digest_blocks, digest_fallback
 from bot.render.digest_charts import CHART_SIZE, digest_chart_png
 from bot.render.digest_text import digest_text
 from bot.render.slack_text import MESSAGE_BLOCKS_LIMIT, SECTION_TEXT_LIMIT
 from bot.services.digest import build_digest
+from bot.services.digest.figures import STALE_LIMIT
 from bot.store import Store
 from tests.digest.history import NOW, WEEK, seed_digest_history
 
@@ -149,3 +150,14 @@ def test_the_same_digest_gives_the_same_chart_bytes(seeded_digest: Digest) -> No
 def test_chart_labels_are_not_read_as_math(seeded_digest: Digest) -> None:
     odd = replace(seeded_digest, heatmap=Grid(("node-$x$^{9}",), ("cuda/oom",), ((2,),)))
     assert png_size(digest_chart_png(odd)) == CHART_SIZE
+
+
+def test_long_lists_of_hosts_and_fixes_keep_every_section_within_its_limit(seeded_digest: Digest) -> None:
+    many_hosts = tuple(f"gpu-node-{i:03d}.very-long-cluster-domain.example.com" for i in range(64))
+    stale = tuple(StaleIncident(i, "network/ib-rdma", many_hosts, NOW, 3, 30) for i in range(STALE_LIMIT))
+    fixes = tuple(FixLine("replaced the cable " + "x" * 3000, 1, 0, 0) for _ in range(8))
+    blocks = digest_blocks(replace(seeded_digest, stale=stale, fixes=fixes))
+    sections = [b["text"]["text"] for b in blocks if b["type"] == "section"]
+    assert all(len(text) <= SECTION_TEXT_LIMIT for text in sections)
+    stale_section = next(text for text in sections if text.startswith("*Open for more than"))
+    assert stale_section.count("and 61 more") == len(stale)
