@@ -53,7 +53,7 @@ class LemonLine:
     incidents: int
     failed_probes: int
     probe_runs: int
-    incident_id: int | None = None  # its latest incident this period (the Drain button acts on it)
+    incident_id: int | None = None  # its latest incident (the Drain button acts on it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,9 @@ CHART_WEEKS = 8
 TOP_FINGERPRINTS = 5
 STALE_LIMIT = 10
 RESIDUE_LIMIT = 5
+# A lemon node's Drain button acts on its latest incident; a node that is a lemon for its failed probes
+# alone may have had that incident weeks ago.
+DRAIN_LOOKBACK_DAYS = 90
 
 
 def gather(store: Any, *, week: str, channel: str | None, as_of: datetime, stale_days: int) -> dict[str, Any]:
@@ -36,8 +39,9 @@ def gather(store: Any, *, week: str, channel: str | None, as_of: datetime, stale
     figures["corrections"] = [
         {**asdict(row), "at": iso_utc(row.at)} for row in store.corrections(days=DAYS, now=as_of)
     ]
+    lookback = as_of - timedelta(days=DRAIN_LOOKBACK_DAYS)
     figures["latest_incident_per_node"] = [
-        asdict(row) for row in store.latest_incident_per_node(start=as_of - timedelta(days=DAYS), end=as_of)
+        asdict(row) for row in store.latest_incident_per_node(start=lookback, end=as_of)
     ]
     figures["residue"] = [
         t.to_json() for t in list_templates(store, days=DAYS, now=as_of, limit=RESIDUE_LIMIT)
