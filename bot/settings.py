@@ -292,7 +292,7 @@ class Settings(BaseSettings):
     digest_schedule: str = Field(
         "mon 09:00",
         validation_alias=_env("digest_schedule"),
-        description="when the digest is posted: a day name and a time (`mon 09:00`; numeric weekdays refused)",
+        description="when the digest is posted: a day name and a time (`mon 09:00`; no numeric weekdays)",
     )
     digest_timezone: str = Field(
         "UTC",
