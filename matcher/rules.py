@@ -20,6 +20,7 @@ from matcher.taxonomy import CLASSES
 HERE = Path(__file__).resolve().parent
 RULES_FILE = HERE / "rules.toml"
 VERSION_FILE = HERE / "analysis-version.toml"
+PRIORS_FILE = HERE / "priors.toml"
 SIGNATURES = HERE / "signatures"
 
 
@@ -134,10 +135,13 @@ def analysis_version() -> AnalysisVersion:
     )
 
 
-def digest(signatures: Path = SIGNATURES, rules_file: Path = RULES_FILE) -> str:
-    """sha256 over the catalog files (by name, in order) and the rules: what the version id stands for."""
+def digest(
+    signatures: Path = SIGNATURES, rules_file: Path = RULES_FILE, priors_file: Path = PRIORS_FILE
+) -> str:
+    """sha256 over the catalog files (by name, in order), the rules and the symptom-context priors: what
+    the version id stands for."""
     hasher = hashlib.sha256()
-    for path in [*sorted(signatures.glob("*.toml")), rules_file]:
+    for path in [*sorted(signatures.glob("*.toml")), rules_file, priors_file]:
         hasher.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return "sha256:" + hasher.hexdigest()
 

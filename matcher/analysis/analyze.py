@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher.analysis import crossrank, exits, hostscope, progress, scoring, setup_hang, versions
+from matcher.analysis import crossrank, exits, hostscope, priors, progress, scoring, setup_hang, versions
 from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.culprit import decide
 from matcher.analysis.rankmap import RankMap, build_rank_map
@@ -66,6 +66,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     support: dict[str, list[Observation]] = {}
     extra_evidence: dict[str, tuple[Evidence, ...]] = {}
     after_init: setup_hang.Suggestions | None = None
+    guessed = priors.Applied()
+    split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
     if roots:
         for cls, obs in roots.items():
             masses[cls] = scoring.mass(obs, rm)
@@ -96,7 +98,12 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             for cls, amount in suggestions.masses.items():
                 masses[cls] = masses.get(cls, 0.0) + amount
                 support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
-    split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
+            guessed.added.update({c: m for c, m in suggestions.masses.items() if c != UNKNOWN})
+            priors.demote_unknown(masses)
+        elif not split and priors.bare(observations, table, fr.kind if fr is not None else None, rm):
+            # No line names a cause: what resolved threads of the same symptom context turned out to be.
+            context = priors.context_of(observations, _symptom(cascades, fr), table, rm)
+            guessed = priors.apply(context, masses, support, cascades)
     if split:
         masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + rules().confidence.version_mismatch_mass
         support.setdefault(VERSION_CLASS, []).extend(split)
@@ -106,7 +113,7 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
                 extra_evidence[cls] = fr.evidence[:1]
 
     pinned = [o for o in table.evidence if rm.rank(o) in table.culprits]
-    ranked = _rank(masses, support, cascades, extra_evidence, pinned)
+    ranked = _rank(masses, support, cascades, extra_evidence, pinned, guessed.guessed(masses))
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
     decision = decide(primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue)
@@ -214,12 +221,15 @@ def _rank(
     cascades: list[Observation],
     extra_evidence: dict[str, tuple[Evidence, ...]],
     pinned: list[Observation],
+    guessed: frozenset[str] = frozenset(),
 ) -> tuple[ClassScore, ...]:
     known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
     if not known or set(known) == {UNKNOWN}:
         evidence = scoring.excerpts(cascades)
         return (ClassScore(UNKNOWN, rules().confidence.unknown_alone, title(UNKNOWN), evidence),)
     conf = scoring.confidences(known)
+    for cls in guessed & set(conf):  # a prior's guess, nothing in the bundle behind it: say so
+        conf[cls] = min(conf[cls], priors.priors().max_confidence)
     order = sorted(conf, key=lambda c: (-conf[c], c))[:MAX_CLASSES]
     scores = []
     for cls in order:
