@@ -35,6 +35,7 @@ class Confidence:
     version_mismatch_mass: float
     exit_record_mass: float
     explained_peer_exit_factor: float
+    stack_dump_mass: float
 
 
 @dataclass(frozen=True, slots=True)

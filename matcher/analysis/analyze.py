@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher.analysis import crossrank, exits, hostscope, priors, progress, scoring, setup_hang, versions
+from matcher.analysis import (
+    crossrank,
+    exits,
+    hostscope,
+    priors,
+    progress,
+    scoring,
+    setup_hang,
+    stacks,
+    versions,
+)
 from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.culprit import decide
 from matcher.analysis.rankmap import RankMap, build_rank_map
@@ -67,6 +77,7 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     extra_evidence: dict[str, tuple[Evidence, ...]] = {}
     after_init: setup_hang.Suggestions | None = None
     guessed = priors.Applied()
+    stack = None if roots else stacks.finding(observations, rm)
     split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
     if roots:
         for cls, obs in roots.items():
@@ -91,6 +102,9 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             masses[cls] = masses.get(cls, 0.0) + amount
             support.setdefault(cls, []).extend(inference.evidence.get(cls, []))
         _raised_first(observations, rm, masses, support)
+        if stack is not None:
+            masses[stack.class_id] = masses.get(stack.class_id, 0.0) + rules().confidence.stack_dump_mass
+            support.setdefault(stack.class_id, [])[:0] = list(stack.evidence)
         silent = setup_hang.silent(cascades, table, fr)
         suggestions = setup_hang.suggest(observations, rm) if silent else None
         if suggestions is not None:
@@ -116,7 +130,9 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     ranked = _rank(masses, support, cascades, extra_evidence, pinned, guessed.guessed(masses))
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
-    decision = decide(primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue)
+    decision = decide(
+        primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue, stack
+    )
     if after_init is not None and decision.culprit is None:
         decision = replace(decision, no_culprit_reason=after_init.no_culprit_reason)
     facts = _facts(primary, support.get(primary, []), observations, table, decision.culprit)
