@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
+from bot.render import json_text
 from bot.render.diagnosis_text import render_diagnosis
 from bot.render.progress import input_progress
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
@@ -57,8 +57,7 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     if args.json:
-        json.dump(outcome.to_json(), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        json_text.dump(outcome.to_json(), sys.stdout)
     else:
         console = Console(highlight=False, soft_wrap=False)
         render_diagnosis(
