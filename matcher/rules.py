@@ -54,6 +54,9 @@ class Rules:
     first_observed: frozenset[str]  # ... of those that name the first failure
     cascade_exceptions: frozenset[str]
     phrases: dict[str, str]
+    setting_classes: dict[str, str]  # NCCL_* name (without NCCL_) -> class when it differs across hosts
+    setting_default_class: str
+    setting_mass: float
 
     def application_xid(self, xid: object) -> bool:
         try:
@@ -100,6 +103,8 @@ def parse_rules(document: dict[str, Any]) -> Rules:
     culprits = document["culprits"]
     phrases = dict(document["phrases"])
     _classes(list(phrases), "phrases")
+    settings = document["settings"]
+    _classes([*settings["classes"].values(), settings["default_class"]], "settings")
     return Rules(
         confidence=Confidence(**document["confidence"]),
         xid_kinds=xid_kinds,
@@ -117,6 +122,9 @@ def parse_rules(document: dict[str, Any]) -> Rules:
         first_observed=frozenset(exits["first_observed"]),
         cascade_exceptions=frozenset(document["exceptions"]["cascade_types"]),
         phrases=phrases,
+        setting_classes=dict(settings["classes"]),
+        setting_default_class=settings["default_class"],
+        setting_mass=float(settings["mass"]),
     )
 
 

@@ -79,6 +79,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     guessed = priors.Applied()
     stack = None if roots else stacks.finding(observations, rm)
     split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
+    # NCCL_* settings or network plugins that differ between hosts: each points at its own class.
+    settings_split = versions.differing_settings(observations, rm)
     if roots:
         for cls, obs in roots.items():
             masses[cls] = scoring.mass(obs, rm)
@@ -114,13 +116,18 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
                 support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
             guessed.added.update({c: m for c, m in suggestions.masses.items() if c != UNKNOWN})
             priors.demote_unknown(masses)
-        elif not split and priors.bare(observations, table, fr.kind if fr is not None else None, rm):
+        elif not (split or settings_split) and priors.bare(
+            observations, table, fr.kind if fr is not None else None, rm
+        ):
             # No line names a cause: what resolved threads of the same symptom context turned out to be.
             context = priors.context_of(observations, _symptom(cascades, fr), table, rm)
             guessed = priors.apply(context, masses, support, cascades)
     if split:
         masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + rules().confidence.version_mismatch_mass
         support.setdefault(VERSION_CLASS, []).extend(split)
+    for cls, differing in settings_split.items():
+        masses[cls] = masses.get(cls, 0.0) + rules().setting_mass
+        support.setdefault(cls, []).extend(differing)
     if fr is not None and fr.evidence:
         for cls in masses:
             if cls.startswith("timeout/") or cls == UNKNOWN:
