@@ -131,3 +131,20 @@ def test_a_killed_worker_is_never_replaced_by_a_guess(tmp_path: Path) -> None:
         "(exitcode: -9) local_rank: 0 (pid: 5120) of binary: /opt/venv/bin/python3\n"
     )
     assert class_ids(diagnose_text(tmp_path, text))[0] == "system/host-oom"
+
+
+def test_a_communicator_id_fetch_that_timed_out_lists_rendezvous_and_a_late_rank0(tmp_path: Path) -> None:
+    text = (
+        "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId "
+        "from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout\n"
+    )
+    top2 = set(class_ids(diagnose_text(tmp_path, text))[:2])
+    assert top2 == {"timeout/rank0-only-work", "rendezvous/store"}
+
+
+def test_a_communicator_id_fetch_whose_store_reset_points_at_the_dead_peer(tmp_path: Path) -> None:
+    text = (
+        "RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+        "key-value store by key '0', but store->get('0') got error: Connection reset by peer\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "network/peer-exit"
