@@ -133,8 +133,13 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             if cls.startswith("timeout/") or cls == UNKNOWN:
                 extra_evidence[cls] = fr.evidence[:1]
 
+    # Fewer than three classes named: the primary's usual alternatives fill the list (top-3 guesses).
+    runners_up = priors.fill_runners_up(masses)
+    guessed.added.update(runners_up)
     pinned = [o for o in table.evidence if rm.rank(o) in table.culprits]
-    ranked = _rank(masses, support, cascades, extra_evidence, pinned, guessed.guessed(masses))
+    ranked = _rank(
+        masses, support, cascades, extra_evidence, pinned, guessed.guessed(masses), set(runners_up)
+    )
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
     decision = decide(
@@ -245,6 +250,7 @@ def _rank(
     extra_evidence: dict[str, tuple[Evidence, ...]],
     pinned: list[Observation],
     guessed: frozenset[str] = frozenset(),
+    unbacked: set[str] | None = None,
 ) -> tuple[ClassScore, ...]:
     known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
     if not known or set(known) == {UNKNOWN}:
@@ -258,7 +264,9 @@ def _rank(
     for cls in order:
         backing = support.get(cls, [])
         first = [o for o in pinned if o in backing] if cls.startswith("timeout/") else []
-        evidence = scoring.excerpts(backing or cascades, pinned=first)
+        # A runner-up listed only as the primary's usual alternative has no line of its own to show.
+        fallback = () if unbacked and cls in unbacked else cascades
+        evidence = scoring.excerpts(backing or fallback, pinned=first)
         evidence = (evidence + extra_evidence.get(cls, ()))[: scoring.EVIDENCE_PER_CLASS]
         scores.append(ClassScore(cls, round(conf[cls], 4), title(cls), evidence))
     return tuple(scores)

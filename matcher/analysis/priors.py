@@ -90,6 +90,8 @@ class Priors:
     unknown_share: float
     hang_after_init_unknown: float
     contexts: tuple[Prior, ...]
+    runner_up_share: float
+    runners_up: dict[str, tuple[str, ...]]
 
     def first(self, ctx: Context) -> Prior | None:
         return next((p for p in self.contexts if p.holds(ctx)), None)
@@ -128,7 +130,14 @@ def parse_priors(document: dict[str, Any]) -> Priors:
             )
         seen.add(prior.id)
         contexts.append(prior)
+    runners = dict(document.get("runners_up", {}))
+    share = float(runners.pop("runner_up_share", 0.0))
+    named = [c for key, values in runners.items() for c in (key, *values)]
+    if any(c not in CLASSES or c == UNKNOWN for c in named):
+        raise ValueError(f"{PRIORS_FILE.name}: runners_up name unknown classes")
     return Priors(
+        runner_up_share=share,
+        runners_up={key: tuple(values) for key, values in runners.items()},
         max_confidence=float(settings["max_confidence"]),
         unknown_share=float(settings["unknown_share"]),
         hang_after_init_unknown=float(settings["hang_after_init_unknown"]),
@@ -205,6 +214,25 @@ def apply(
     return applied
 
 
+def fill_runners_up(masses: dict[str, float], wanted: int = 3) -> dict[str, float]:
+    """Add the leading class's usual alternatives until `wanted` classes are listed; returns what was
+    added (guesses: capped like any prior, never a culprit)."""
+    listed = [c for c, m in masses.items() if m > 0]
+    if not listed or len(listed) >= wanted:
+        return {}
+    primary = max(listed, key=lambda c: (masses[c], c))
+    amount = min(priors().runner_up_share * masses[primary], 0.9 * min(masses[c] for c in listed))
+    added: dict[str, float] = {}
+    for cls in priors().runners_up.get(primary, ()):
+        if len(listed) + len(added) >= wanted:
+            break
+        if cls not in masses:
+            added[cls] = amount
+            amount *= 0.9  # keep the listed order
+    masses.update(added)
+    return added
+
+
 def demote_unknown(masses: dict[str, float]) -> None:
     """Keep `unknown` below the best guess (at `unknown_share` of its mass): listed, not leading."""
     best = max((m for c, m in masses.items() if c != UNKNOWN), default=0.0)
@@ -221,6 +249,7 @@ __all__ = [
     "bare",
     "context_of",
     "demote_unknown",
+    "fill_runners_up",
     "parse_priors",
     "priors",
 ]
