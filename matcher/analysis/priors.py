@@ -19,7 +19,7 @@ from typing import Any
 
 from matcher.analysis import exits
 from matcher.analysis.crossrank import TableVerdict
-from matcher.analysis.hostscope import one_host
+from matcher.analysis.hostscope import GPUS_PER_HOST, one_host
 from matcher.analysis.rankmap import RankMap
 from matcher.model import Observation
 from matcher.taxonomy import CLASSES, UNKNOWN
@@ -53,7 +53,8 @@ class Context:
     seqnum: int | None
     sync_point: bool  # barrier, 1-element allreduce, small broadcast
     timeout_ms: int | None
-    one_host: bool
+    one_host: bool  # provably one host (matcher.analysis.hostscope)
+    several_hosts: bool  # provably several: more than one host named, inter-node transports, > 8 ranks
     errors: tuple[str, ...]  # NCCL results PyTorch surfaced ("internal error", "ncclInvalidUsage")
     exit_signal: str | None  # how the first recorded worker death happened
 
@@ -77,11 +78,20 @@ class Prior:
             "no_seqnum" not in w or (ctx.seqnum is None) == w["no_seqnum"],
             "barrier_like" not in w or ctx.sync_point == w["barrier_like"],
             "timeout_ms_min" not in w or (ctx.timeout_ms or 0) >= w["timeout_ms_min"],
-            "hosts" not in w or (w["hosts"] == "one") == ctx.one_host,
+            "hosts" not in w or _hosts_hold(w["hosts"], ctx),
             "error" not in w or any(e.lower() in got.lower() for e in w["error"] for got in ctx.errors),
             "exit_signal" not in w or ctx.exit_signal in w["exit_signal"],
         )
         return all(checks)
+
+
+def _hosts_hold(wanted: str, ctx: Context) -> bool:
+    return {
+        "one": ctx.one_host,
+        "several": ctx.several_hosts,
+        "not-one": not ctx.one_host,
+        "not-several": not ctx.several_hosts,
+    }[wanted]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +132,8 @@ def parse_priors(document: dict[str, Any]) -> Priors:
             keep_unknown=bool(entry.get("keep_unknown", False)),
         )
         unknown_keys = set(prior.when) - _CONDITIONS
+        if prior.when.get("hosts", "one") not in ("one", "several", "not-one", "not-several"):
+            unknown_keys.add(f"hosts={prior.when['hosts']}")
         bad_classes = [c for c in prior.classes if c not in CLASSES or c == UNKNOWN]
         if prior.id in seen or unknown_keys or bad_classes or not (prior.classes or prior.keep_unknown):
             raise ValueError(
@@ -158,6 +170,12 @@ def _sync_point(table: TableVerdict) -> bool:
     return op == "BROADCAST" and (table.numel_in is None or table.numel_in <= _SMALL_BROADCAST_NUMEL)
 
 
+def _several_hosts(observations: list[Observation], rm: RankMap) -> bool:
+    hosts = set(rm.hosts) | {h for h in (rm.host(o) for o in observations) if h}
+    inter_node = any(str(o.fields.get("transport", "")).startswith("NET/") for o in observations)
+    return len(hosts) > 1 or inter_node or (rm.world_size or 0) > GPUS_PER_HOST
+
+
 def context_of(
     observations: list[Observation], symptom: str | None, table: TableVerdict, rm: RankMap
 ) -> Context:
@@ -170,6 +188,7 @@ def context_of(
         sync_point=_sync_point(table),
         timeout_ms=table.timeout_ms,
         one_host=one_host(observations, rm),
+        several_hosts=_several_hosts(observations, rm),
         errors=errors,
         exit_signal=death.signal if death is not None else None,
     )

@@ -85,3 +85,44 @@ def test_exception_tracebacks_are_no_stack_dump(tmp_path: Path) -> None:
     )
     d = diagnose_text(tmp_path, traceback)
     assert "timeout/straggler-input" not in class_ids(d)[:1]
+
+
+INTERRUPTED_DDP = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 80, in <module>\n'
+    "    model = DDP(model, device_ids=[rank])\n"
+    '  File "/usr/lib/python3/dist-packages/torch/nn/parallel/distributed.py", line 798, in __init__\n'
+    "    _verify_param_shape_across_processes(self.process_group, parameters)\n"
+    '  File "/usr/lib/python3/dist-packages/torch/distributed/utils.py", line 269, in '
+    "_verify_param_shape_across_processes\n"
+    "    return dist._verify_params_across_processes(process_group, tensors, logger)\n"
+    "KeyboardInterrupt\n"
+)
+
+
+def test_a_job_stopped_while_hung_in_ddp_construction_on_one_machine_suggests_p2p(tmp_path: Path) -> None:
+    d = diagnose_text(tmp_path, INTERRUPTED_DDP)
+    assert class_ids(d)[0] == "p2p/pcie-acs"
+    assert d.culprit is None
+
+
+def test_the_same_hang_across_hosts_suggests_the_interface_first(tmp_path: Path) -> None:
+    setup = (
+        "node-a:4100:4100 [0] NCCL INFO Bootstrap : Using ens5:10.0.1.4<0>\n"
+        "node-b:4200:4200 [0] NCCL INFO Bootstrap : Using ens5:10.0.1.5<0>\n"
+    )
+    d = diagnose_text(tmp_path, setup + INTERRUPTED_DDP)
+    assert class_ids(d)[0] == "network/interface-selection"
+
+
+def test_a_job_stopped_while_hung_in_init_process_group_is_a_rendezvous_problem(tmp_path: Path) -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 21, in <module>\n'
+        '    dist.init_process_group("nccl")\n'
+        '  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 1570, in '
+        "init_process_group\n"
+        "    store, rank, world_size = next(rendezvous_iterator)\n"
+        "KeyboardInterrupt\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "rendezvous/store"
