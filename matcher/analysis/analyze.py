@@ -256,7 +256,7 @@ def _rank(
     if not known or set(known) == {UNKNOWN}:
         evidence = scoring.excerpts(cascades)
         return (ClassScore(UNKNOWN, rules().confidence.unknown_alone, title(UNKNOWN), evidence),)
-    conf = scoring.confidences(known)
+    conf = scoring.confidences(known, frozenset(unbacked or ()))
     for cls in guessed & set(conf):  # a prior's guess, nothing in the bundle behind it: say so
         conf[cls] = min(conf[cls], priors.priors().max_confidence)
     order = sorted(conf, key=lambda c: (-conf[c], c))[:MAX_CLASSES]
