@@ -66,11 +66,17 @@ class Workers:
     def __init__(
         self, count: int, catalog: Catalog, limits: ReadLimits, budget: RegexBudget, context: BaseContext
     ) -> None:
-        if context.get_start_method() == "fork":
+        forking = context.get_start_method() == "fork"
+        if forking:
             # What the workers inherit (catalog, compiled patterns, modules) is never garbage: frozen, the
-            # collector in each worker neither walks it nor touches (and so copies) its pages.
+            # collector in each worker neither walks it nor touches (and so copies) its pages. This
+            # process thaws it again once the workers are forked.
             gc.freeze()
-        self._pool = context.Pool(count, initializer=_start, initargs=(catalog, limits, budget))
+        try:
+            self._pool = context.Pool(count, initializer=_start, initargs=(catalog, limits, budget))
+        finally:
+            if forking:
+                gc.unfreeze()
 
     def submit(
         self,
