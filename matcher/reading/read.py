@@ -147,7 +147,9 @@ class Block:
     first_lineno: int
     # Bytes of the stream read so far, when this block was cut: the last block's is what the source
     # holds (cut lines and removed NUL padding included), which `data` alone does not say.
-    consumed: int = 0
+    consumed: int
+    # The lines in `data` (its newlines): counted once here, so that readers need not count them again.
+    lines: int
 
 
 Opener = Callable[[], BinaryIO]
@@ -800,11 +802,13 @@ class _Blocker:
             block = self._take_whole_lines()
             if block:
                 block = clean_block(block, self.cap)
-                yield Block(self.source, block, lineno, self.consumed)
-                lineno += count_lines(block)
+                lines = count_lines(block)
+                yield Block(self.source, block, lineno, self.consumed, lines)
+                lineno += lines
         last = self._unfinished_line()
         if last:
-            yield Block(self.source, clean_block(last + b"\n", self.cap), lineno, self.consumed)
+            block = clean_block(last + b"\n", self.cap)
+            yield Block(self.source, block, lineno, self.consumed, count_lines(block))
 
     def _unfinished_line(self) -> bytes:
         """What is left at the end of the stream: a last line without its newline."""
