@@ -237,12 +237,14 @@ class _Expander:
             self._count_tar_members(name, fs_path)
             yield from self._tar(name, lambda: self._guard(open_raw(), name, charge=True), reopenable=True)
         else:
-            yield from self._plain_file(name, fs_path, head, open_raw)
+            yield from self._plain_file(name, fs_path, head, kind, open_raw)
 
-    def _plain_file(self, name: str, fs_path: str, head: bytes, open_raw: Opener) -> Iterator[Source]:
+    def _plain_file(
+        self, name: str, fs_path: str, head: bytes, kind: Kind, open_raw: Opener
+    ) -> Iterator[Source]:
         """A file read as it is: its size is charged against the input budget before a byte of it is
         read (so a too large input is refused at once), and its readers are not charged again."""
-        sources = list(self._leaf(name, head, lambda: self._guard(open_raw(), name, charge=False)))
+        sources = list(self._leaf(name, head, lambda: self._guard(open_raw(), name, charge=False), kind))
         for source in sources:
             try:
                 size = os.stat(fs_path).st_size
@@ -251,7 +253,7 @@ class _Expander:
             self.budget.charge(size)
             yield (
                 replace(source, path=fs_path, size=size)
-                if source.kind == "text" and sniff(head) != "utf16"
+                if source.kind == "text" and kind != "utf16"
                 else source
             )
 
@@ -276,9 +278,11 @@ class _Expander:
             elif inner_kind == "zip":
                 raise InputError(f"{name}: a compressed zip archive cannot be read as a stream")
             else:
-                yield from self._leaf(name, inner_head, _once(name, lambda: self._charged(body, name)))
+                yield from self._leaf(
+                    name, inner_head, _once(name, lambda: self._charged(body, name)), inner_kind
+                )
             return
-        yield from self._leaf(name, head, _once(name, lambda: self._charged(rest, name)))
+        yield from self._leaf(name, head, _once(name, lambda: self._charged(rest, name)), kind)
 
     def _seen_before(self, fs_path: str, name: str) -> bool:
         """A file named twice, or named and also inside a folder given, is read once."""
@@ -316,7 +320,7 @@ class _Expander:
         elif inner == "zip" or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, {inner} inside {kind} (only one level of nesting is read)")
         else:
-            yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
+            yield from self._leaf(name, inner_head, lambda: open_decompressed(True), inner)
 
     def _tar(self, name: str, open_stream: Opener, reopenable: bool) -> Iterator[Source]:
         """Stream a tar (already decompressed and budget-charged by `open_stream`)."""
@@ -421,7 +425,7 @@ class _Expander:
         if kind in ARCHIVES:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
-        yield from self._leaf(name, content_head, reopen)
+        yield from self._leaf(name, content_head, reopen, content_kind)
 
     def _seek_member(self, open_stream: Opener, index: int, name: str) -> BinaryIO:
         stream = open_stream()
@@ -494,7 +498,7 @@ class _Expander:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
         if kind not in COMPRESSIONS:
-            yield from self._leaf(name, head, lambda: open_member(True))
+            yield from self._leaf(name, head, lambda: open_member(True), kind)
             return
 
         def open_decompressed(charge: bool) -> BinaryIO:
@@ -506,13 +510,15 @@ class _Expander:
         if inner in ARCHIVES or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, nested {inner} inside an archive (one level is read)")
             return
-        yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
+        yield from self._leaf(name, inner_head, lambda: open_decompressed(True), inner)
 
     # ---- leaves and helpers -------------------------------------------------------------------
 
-    def _leaf(self, name: str, head: bytes, opener: Opener) -> Iterator[Source]:
-        """A readable stream: a Source if it is text or a Flight Recorder dump, else tallied."""
-        kind = sniff(head)
+    def _leaf(self, name: str, head: bytes, opener: Opener, kind: Kind | None = None) -> Iterator[Source]:
+        """A readable stream: a Source if it is text or a Flight Recorder dump, else tallied (`kind`:
+        what `sniff` said of `head`, when the caller has asked)."""
+        if kind is None:
+            kind = sniff(head)
         if kind == "utf16":
             opener = _transcoded(opener)
             head = head.decode("utf-16", errors="replace").encode("utf-8", errors="replace")
