@@ -659,6 +659,26 @@ def natural_key(text: str) -> tuple[tuple[int, str | int], ...]:
 # ---- blocks ------------------------------------------------------------------------------------
 
 _FIRST_BUFFER_BYTES = 64 * 1024
+# Full-size read buffers of finished sources, reused by the next ones (a bundle of a thousand files would
+# otherwise allocate and zero a MiB a file); a few, so that memory stays bounded however many threads read.
+_MAX_SPARE_BUFFERS = 2
+_spare_buffers: list[bytearray] = []
+
+
+def _buffer(full: int, expected: int | None) -> bytearray:
+    """A read buffer for a stream of `expected` bytes (None: unknown). Small to start with for a stream
+    of unknown size (most files of a bundle are small, and a full buffer per file costs more than reading
+    it; it grows on the first read that fills it); the size it needs for a plain file, a spare full-size
+    one where it needs all of it."""
+    if expected is None or expected + 1 < full:
+        return bytearray(min(full, _FIRST_BUFFER_BYTES if expected is None else expected + 1))
+    try:
+        spare = _spare_buffers.pop()  # atomic: threads may read sources side by side
+    except IndexError:
+        return bytearray(full)
+    return spare if len(spare) == full else bytearray(full)
+
+
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
 
@@ -718,11 +738,17 @@ def iter_blocks(
         if source.path is None:
             raise ValueError("a span can only be read from a plain file")
         stream = as_binary(_SpanReader(_open_at(source, span.begin), span))
+    # A plain file says how much it holds: its buffer is sized for it at once, not grown by doubling.
+    expected = None
+    if source.path is not None and source.size is not None:
+        expected = source.size if span is None else (span.end or source.size) - span.begin
+    blocker = _Blocker(
+        source, stream, limits, first_read=(span.aligned - span.begin) if span else 0, expected=expected
+    )
     try:
-        yield from _Blocker(
-            source, stream, limits, first_read=(span.aligned - span.begin) if span else 0
-        ).blocks()
+        yield from blocker.blocks()
     finally:
+        blocker.release()
         stream.close()
 
 
@@ -787,16 +813,21 @@ class _Blocker:
     out as. A line that outgrows `cap` before its newline arrives streams past as a `_LongLine`.
     """
 
-    def __init__(self, source: Source, stream: BinaryIO, limits: ReadLimits, first_read: int = 0) -> None:
+    def __init__(
+        self,
+        source: Source,
+        stream: BinaryIO,
+        limits: ReadLimits,
+        first_read: int = 0,
+        expected: int | None = None,
+    ) -> None:
         self.source = source
         # Reading a span: the first read stops where the whole file's reads are aligned (see Span).
         self.first_read = first_read
         self.stream = stream
         self.cap = max(limits.max_line_bytes, 1)
         self.size = max(limits.block_bytes, 1)
-        # Small to start with: most files of a bundle are small, and a full buffer (about a MiB, zeroed)
-        # per file costs more than reading it; it grows on the first read that fills it.
-        self.buffer = bytearray(min(self.cap + self.size, _FIRST_BUFFER_BYTES))
+        self.buffer = _buffer(self.cap + self.size, expected)
         self.view = memoryview(self.buffer)
         self.filled = 0  # buffer[:filled]: the carried line start, then the latest read
         self.consumed = 0  # bytes read from the stream
@@ -853,6 +884,14 @@ class _Blocker:
         self.consumed += got
         self.filled += got
         return got > 0
+
+    def release(self) -> None:
+        """The stream is done with: a full-size buffer is kept for the next source (see `_buffer`)."""
+        self.view.release()
+        if len(self.buffer) == self.cap + self.size and len(_spare_buffers) < _MAX_SPARE_BUFFERS:
+            _spare_buffers.append(self.buffer)
+        self.buffer = bytearray()
+        self.view = memoryview(self.buffer)
 
     def _grow(self, size: int | None = None) -> None:
         """To `size` bytes (default: all the buffer ever needs, a block and a carried line)."""
