@@ -1,23 +1,26 @@
-"""Worker processes for the scanner: pieces of plain files scanned on every core.
+"""Scanning processes: pieces of plain files scanned on every core, by worker processes and this one.
 
 A plain file on disk can be read by another process from its path (`Source.path`), so the scanner hands
-such files, and the spans of large ones, to worker processes while it goes on with the rest (archive
-members, compressed files, stdin) itself. Workers are forked from the scanning process, so they start in
-milliseconds with its catalog and compiled Hyperscan databases already in memory; a process that runs
-other threads (a server) gets workers from a fork server instead, since forking a threaded process is
-unsafe. Each worker holds one piece at a time (a block of about 1 MiB and that piece's observations), so
-memory per worker stays bounded; the regex budget is shared memory (`matcher.scanning.regex_budget`), one
-for the whole diagnosis.
+such files, and the spans of large ones, to `Workers`: one worker process per core, and this process
+itself, which scans waiting pieces whenever it waits for a result rather than sit idle (and the rest:
+archive members, compressed files, stdin). A piece whose observations are many (the first span of a
+large file, where every process announces itself) is scanned here, where they are needed, not pickled
+twice. Workers are forked from the scanning process, so they start in milliseconds with its catalog and
+compiled Hyperscan databases already in memory; a process that runs other threads (a server) gets
+workers from a fork server instead, since forking a threaded process is unsafe. Each process holds one
+piece at a time (a block of about 1 MiB and that piece's observations), so memory per process stays
+bounded; the regex budget is shared memory (`matcher.scanning.regex_budget`), one for the whole diagnosis.
 
 Each worker has one pipe, and this process talks to all of them from the thread that scans: no helper
 threads (`multiprocessing.Pool`'s three cost a tenth of a second of CPU per thousand files, one of them
 polling its result pipe while results wait). A worker holds at most `IN_FLIGHT` tasks, so the next one
 is already there when it finishes; a task larger than the pipe holds goes only to an idle worker, and a
 worker reads its waiting tasks before it sends a result, so neither side can block the other for long.
-Results are taken in whenever this process waits for one, and between the sources it reads.
+Results are taken in, and tasks handed out, between the sources this process reads and between the
+blocks it scans.
 
-`NCCLBOT_WORKERS` sets the number of workers (default: the cores this process may run on, at most
-MAX_WORKERS; 1 scans everything in-process).
+`NCCLBOT_WORKERS` sets the number of worker processes (default: the cores this process may run on, at
+most MAX_WORKERS; 1 scans everything in-process).
 """
 
 from __future__ import annotations
@@ -74,22 +77,30 @@ def process_context() -> BaseContext:
 
 @dataclass(eq=False)
 class Pending:
-    """A piece being scanned by a worker: `get()` waits for it (taking in other results meanwhile)."""
+    """A piece to be scanned, here or by a worker: `get()` waits for it, scanning waiting pieces here
+    meanwhile."""
 
     workers: Workers
-    message: bytes
+    task: tuple[Source, Span | None, Seed | None, bool, bool]
     done: Callable[[Piece], None] | None
     piece: Piece | None = None
     error: BaseException | None = None
     finished: bool = False
+    queued: bool = True  # not handed to a worker or taken up here yet
+    message: bytes | None = None  # the task pickled for a worker, once it was
 
     def get(self) -> Piece:
         while not self.finished:
-            self.workers.collect(block=True)
+            self.workers.step(self)
         if self.error is not None:
             raise self.error
         assert self.piece is not None
         return self.piece
+
+    def finish(self, piece: Piece | None, error: BaseException | None) -> None:
+        self.finished, self.piece, self.error = True, piece, error
+        if piece is not None and self.done is not None:
+            self.done(piece)
 
 
 @dataclass(eq=False)
@@ -100,13 +111,16 @@ class _Worker:
 
 
 class Workers:
-    """The scanning processes of one diagnosis (`context`: `process_context()`, or the one the shared
-    regex budget was made for)."""
+    """The processes that scan the pieces of one diagnosis: `count` worker processes and this one,
+    which scans waiting pieces whenever it waits for a result (`context`: `process_context()`, or the
+    one the shared regex budget was made for)."""
 
     def __init__(
         self, count: int, catalog: Catalog, limits: ReadLimits, budget: RegexBudget, context: BaseContext
     ) -> None:
-        self._waiting: collections.deque[Pending] = collections.deque()  # not yet sent
+        self._job = (catalog, limits, budget)
+        self._waiting: collections.deque[Pending] = collections.deque()  # for any process
+        self._here: collections.deque[Pending] = collections.deque()  # for this one
         self._workers: list[_Worker] = []
         forking = context.get_start_method() == "fork"
         if forking:
@@ -138,18 +152,37 @@ class Workers:
         give_seed: bool = False,
         guess: bool = False,
         done: Callable[[Piece], None] | None = None,
+        here: bool = False,
     ) -> Pending:
-        # The opener is a closure of the reader: workers open the file from its path instead.
+        """A piece to scan (`here`: in this process, when it waits for it: a piece whose observations
+        are many, such as the first span of a large file, is cheaper scanned than sent)."""
+        # The opener is a closure of the reader: a worker opens the file from its path instead.
         portable = replace(source, opener=_unopenable)
-        message = pickle.dumps((portable, span, seed, give_seed, guess), pickle.HIGHEST_PROTOCOL)
-        pending = Pending(self, message, done)
-        self._waiting.append(pending)
+        pending = Pending(self, (portable, span, seed, give_seed, guess), done)
+        (self._here if here else self._waiting).append(pending)
         self.collect(block=False)
         return pending
 
+    def step(self, wanted: Pending) -> None:
+        """One step towards `wanted`'s result: take in what the workers sent, then scan a waiting piece
+        here (`wanted` itself while it waits) rather than sit idle; else wait for a worker."""
+        self.collect(block=False)
+        if wanted.finished:
+            return
+        for queue in (self._here, self._waiting):
+            if wanted.queued and wanted in queue:
+                queue.remove(wanted)
+                self._run_here(wanted)
+                return
+        for queue in (self._here, self._waiting):
+            if queue:
+                self._run_here(queue.popleft())
+                return
+        self.collect(block=True)
+
     def collect(self, *, block: bool) -> None:
         """Take in the results that are there (`block`: wait for at least one), and hand out waiting
-        tasks to the workers that have room."""
+        pieces to the workers that have room."""
         self._dispatch()
         busy = {worker.connection: worker for worker in self._workers if worker.tasks}
         if not busy:
@@ -160,27 +193,42 @@ class Workers:
                 ok, value = pickle.loads(worker.connection.recv_bytes())
             except (EOFError, OSError):
                 raise RuntimeError("a scan worker process died") from None
-            pending = worker.tasks.popleft()
-            pending.finished = True
-            if ok:
-                pending.piece = value
-                if pending.done is not None:
-                    pending.done(value)
-            else:
-                pending.error = value
+            worker.tasks.popleft().finish(value if ok else None, None if ok else value)
         self._dispatch()
 
     def _dispatch(self) -> None:
         while self._waiting:
-            pending = self._waiting[0]
-            small = len(pending.message) <= SMALL_TASK_BYTES
-            room = [w for w in self._workers if len(w.tasks) < (IN_FLIGHT if small else 1)]
+            room = [w for w in self._workers if len(w.tasks) < IN_FLIGHT]
             if not room:
                 return
+            pending = self._waiting[0]
+            if pending.message is None:
+                pending.message = pickle.dumps(pending.task, pickle.HIGHEST_PROTOCOL)
+            message = pending.message
+            if len(message) > SMALL_TASK_BYTES:
+                room = [w for w in room if not w.tasks]
+                if not room:
+                    return
             worker = min(room, key=lambda w: len(w.tasks))
             self._waiting.popleft()
-            worker.connection.send_bytes(pending.message)
+            pending.queued = False
+            worker.connection.send_bytes(message)
             worker.tasks.append(pending)
+
+    def _run_here(self, pending: Pending) -> None:
+        pending.queued = False
+        catalog, limits, budget = self._job
+        try:
+            piece = _scan_piece(*pending.task, catalog, limits, budget, between=self._between)
+        except Exception as error:  # raised where the scanner asks for this piece, as a worker's would be
+            pending.finish(None, error)
+        else:
+            pending.finish(piece, None)
+
+    def _between(self, size: int) -> None:
+        """Between the blocks of a piece scanned here: the workers' results taken in, new pieces handed
+        out (else they would sit idle until this piece is done)."""
+        self.collect(block=False)
 
     def close(self, *, abandon: bool = False) -> None:
         """Let the workers finish and exit (`abandon`: stop them now, after a failure)."""
@@ -243,7 +291,20 @@ def _keep_freed_blocks() -> None:
 def _scan(source: Source, span: Span | None, seed: Seed | None, give_seed: bool, guess: bool) -> Piece:
     if _job is None:  # pragma: no cover - set before the first task
         raise RuntimeError("scan worker was not started")
-    catalog, limits, budget = _job
+    return _scan_piece(source, span, seed, give_seed, guess, *_job)
+
+
+def _scan_piece(
+    source: Source,
+    span: Span | None,
+    seed: Seed | None,
+    give_seed: bool,
+    guess: bool,
+    catalog: Catalog,
+    limits: ReadLimits,
+    budget: RegexBudget,
+    between: Callable[[int], None] | None = None,
+) -> Piece:
     whole = Span(0, None, 0)  # a whole plain file, read from its path
     return scan_piece(
         source,
@@ -255,7 +316,8 @@ def _scan(source: Source, span: Span | None, seed: Seed | None, give_seed: bool,
         seed=seed,
         give_seed=give_seed,
         guess=guess,
-        read_ahead=False,  # the workers keep the cores busy: a read-ahead thread would only add switches
+        read_ahead=False,  # the cores are busy: a read-ahead thread would only add switches
+        progress=between,
     )
 
 

@@ -178,7 +178,7 @@ class _Scanner:
         if len(spans) <= 1:
             slot.pieces = [workers.submit(source, None, done=done)]
             return
-        slot.pieces = [workers.submit(source, spans[0], give_seed=True, done=done)]
+        slot.pieces = [workers.submit(source, spans[0], give_seed=True, done=done, here=True)]
         slot.guesses = [(span, workers.submit(source, span, guess=True, done=done)) for span in spans[1:]]
 
     def rescan(self, source: Source) -> Callable[[Span, Seed], Pending]:
