@@ -23,6 +23,7 @@ from pydantic_settings import (
 
 CONFIG_FILE_ENV = "NCCLBOT_CONFIG"
 GIB = 1024**3
+MIB = 1024**2
 
 
 def _env(field: str, *extra: str) -> Any:
@@ -65,8 +66,31 @@ class Settings(BaseSettings):
     spool_dir: Path | None = Field(None, validation_alias=_env("spool_dir"))
     diagnosis_concurrency: int = Field(2, ge=1, le=64, validation_alias=_env("diagnosis_concurrency"))
 
-    # Webhook
+    # Webhook (bot.webhook): HMAC secret for signed senders, bearer token for those that cannot sign
+    # (Alertmanager), the cap on inline logs, where payload log paths may point, worker threads.
     webhook_secret: SecretStr | None = Field(None, validation_alias=_env("webhook_secret"))
+    webhook_bearer_token: SecretStr | None = Field(None, validation_alias=_env("webhook_bearer_token"))
+    webhook_max_bytes: int = Field(64 * MIB, gt=0, validation_alias=_env("webhook_max_bytes"))
+    webhook_log_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list, validation_alias=_env("webhook_log_roots")
+    )
+    webhook_workers: int = Field(2, ge=1, le=32, validation_alias=_env("webhook_workers"))
+
+    # Job sources and cluster actions (bot.jobs). `job_sources` maps a cluster to a source kind
+    # (slurm, directory, kubernetes), `*` for any other cluster; `cluster_actions` likewise (slurm,
+    # kubernetes, none), following the job source when a cluster is not named.
+    job_sources: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=lambda: {"*": "slurm"}, validation_alias=_env("job_sources")
+    )
+    cluster_actions: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, validation_alias=_env("cluster_actions")
+    )
+    job_log_template: str | None = Field(None, validation_alias=_env("job_log_template"))
+    cluster_actions_dry_run: bool = Field(False, validation_alias=_env("cluster_actions_dry_run"))
+    slurm_bin_dir: Path | None = Field(None, validation_alias=_env("slurm_bin_dir"))
+    kubernetes_kubeconfig: Path | None = Field(None, validation_alias=_env("kubernetes_kubeconfig"))
+    kubernetes_context: str | None = Field(None, validation_alias=_env("kubernetes_context"))
+    kubernetes_namespace: str = Field("default", validation_alias=_env("kubernetes_namespace"))
 
     # HTTP server (`ncclbot serve`)
     host: str = Field("127.0.0.1", validation_alias=_env("host"))
@@ -78,6 +102,29 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("webhook_log_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("job_sources", "cluster_actions", mode="before")
+    @classmethod
+    def _cluster_map(cls, value: Any) -> Any:
+        """`a=slurm,b=kubernetes` in the environment; a TOML table in the file."""
+        if not isinstance(value, str):
+            return value
+        mapping: dict[str, str] = {}
+        for item in value.split(","):
+            if not item.strip():
+                continue
+            cluster, sep, kind = item.partition("=")
+            if not sep or not cluster.strip() or not kind.strip():
+                raise ValueError(f"expected CLUSTER=KIND pairs separated by commas, got {item.strip()!r}")
+            mapping[cluster.strip()] = kind.strip()
+        return mapping
 
     @field_validator("slack_api_url")
     @classmethod
