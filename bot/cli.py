@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "bot.commands.report",
     "bot.commands.probe",
     "bot.commands.serve",
+    "bot.commands.cluster",
 )
 
 
