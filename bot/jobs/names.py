@@ -25,6 +25,15 @@ def job_token(value: str, what: str = "job id") -> str:
     return value
 
 
+def job_id(value: str) -> str:
+    """Any source's job id: a token, or `namespace/name` for Kubernetes."""
+    if not isinstance(value, str) or value.count("/") > 1:
+        raise JobError(f"invalid job id {value!r}: a token, or NAMESPACE/NAME")
+    for part in value.split("/"):
+        job_token(part)
+    return value
+
+
 def slurm_job_id(value: str) -> str:
     if not isinstance(value, str) or not SLURM_JOB_ID.match(value):
         raise JobError(f"invalid Slurm job id {value!r}: expected 1234, 1234_7 (array task) or 1234+1")
