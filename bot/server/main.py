@@ -46,8 +46,10 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         host=host or settings.host,
         port=port if port is not None else settings.port,
         threads=REQUEST_THREADS,
-        # The largest body any route accepts (the webhook's inline logs); routes check their own caps.
-        max_request_body_size=settings.max_upload_bytes,
+        # The largest body any route accepts: the webhook's inline logs (Slack's requests are small and
+        # its files are downloaded, not posted). Waitress refuses a larger Content-Length with 413
+        # before reading the body; it buffers smaller bodies before the app sees them.
+        max_request_body_size=settings.webhook_max_bytes,
         ident="ncclbot",
     )
     done = threading.Event()

@@ -1,0 +1,167 @@
+"""The webhook over real HTTP: statuses and messages for every kind of bad request, 202 only once the
+event is in the database, posted once per (cluster, job, attempt) however often it is sent."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.store import Store
+from bot.store.queue import WorkQueue
+from tests.store.conftest import _admin_execute, _postgres_admin_url
+from tests.webhook.harness import SECRET, Webhook, running_webhook, settings_for
+from tests.webhook.test_shapes import example
+
+
+def wait_for_posts(webhook: Webhook, count: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(webhook.outlet.posted) < count:
+        time.sleep(0.05)
+    assert len(webhook.outlet.posted) >= count, f"{len(webhook.outlet.posted)} posts after {timeout} s"
+
+
+def test_an_accepted_event_is_diagnosed_and_posted_once_naming_the_job(database_url: str) -> None:
+    with running_webhook(settings_for(database_url)) as webhook:
+        first = webhook.send(example("generic"))
+        assert first.status == 202, first.body
+        assert first.body["accepted"][0]["duplicate"] is False
+        wait_for_posts(webhook, 1)
+        for _ in range(3):  # the sender retries (a timeout on its side): accepted, nothing new
+            again = webhook.send(example("generic"))
+            assert (again.status, again.body["accepted"][0]["duplicate"]) == (202, True)
+        time.sleep(1.0)
+        [post] = webhook.outlet.top_level()
+        assert post.ref.channel == "C0123INCIDENTS"
+        assert "job 48213 (llama-70b-pretrain) on prod-a" in post.message.text
+        assert "cuda/oom" in post.message.text
+        header = post.message.blocks[0]["text"]["text"]
+        assert header.startswith("FAILED (exit 1): job 48213")
+
+
+def test_another_attempt_of_the_same_job_is_a_new_event(database_url: str) -> None:
+    with running_webhook(settings_for(database_url)) as webhook:
+        assert webhook.send(example("generic")).status == 202
+        assert webhook.send({**example("generic"), "attempt": 1}).status == 202
+        wait_for_posts(webhook, 2)
+        texts = [p.message.text for p in webhook.outlet.top_level()]
+        assert any("attempt 1" in text for text in texts)
+
+
+def test_a_job_whose_logs_cannot_be_had_is_still_posted_saying_why(tmp_path: Path) -> None:
+    settings = settings_for(
+        f"sqlite:///{tmp_path / 's.db'}",
+        job_sources={"*": "directory"},
+        job_log_template=str(tmp_path / "logs/{cluster}/{job_id}"),
+    )
+    with running_webhook(settings) as webhook:
+        assert webhook.send({"cluster": "c1", "job_id": "77", "state": "TIMEOUT"}).status == 202
+        wait_for_posts(webhook, 1)
+        [post] = webhook.outlet.top_level()
+        assert "TIMEOUT: job 77 on c1 — not diagnosed" in post.message.text
+        assert "logs not found: no logs for job 77" in json.dumps(post.message.blocks)
+
+
+def test_log_paths_are_read_only_under_the_configured_roots(tmp_path: Path) -> None:
+    allowed, secret = tmp_path / "shared", tmp_path / "private"
+    for folder in (allowed, secret):
+        folder.mkdir()
+        (folder / "rank0.log").write_text(
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        )
+    (allowed / "escape.log").symlink_to(secret / "rank0.log")
+    settings = settings_for(
+        f"sqlite:///{tmp_path / 's.db'}",
+        webhook_log_roots=[allowed],
+        job_sources={"*": "directory"},
+        job_log_template=str(tmp_path / "none/{job_id}"),
+    )
+    with running_webhook(settings) as webhook:
+        webhook.send({"cluster": "c1", "job_id": "1", "log_paths": [str(allowed / "rank0.log")]})
+        webhook.send({"cluster": "c1", "job_id": "2", "log_paths": [str(secret / "rank0.log")]})
+        webhook.send({"cluster": "c1", "job_id": "3", "log_paths": [str(allowed / "escape.log")]})
+        wait_for_posts(webhook, 3)
+        by_job = {
+            p.message.text.split("job ")[1].split(" ")[0]: p.message.text for p in webhook.outlet.top_level()
+        }
+        assert "cuda/oom" in by_job["1"]
+        assert "not diagnosed" in by_job["2"] and "not diagnosed" in by_job["3"]
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "message"),
+    [
+        (b"{}", {}, 401, "missing X-NCCLBot-Signature"),
+        (b"not json", None, 400, "body is not JSON"),
+        (b"[1, 2]", None, 400, "must be a JSON object"),
+        (b"[" * 100_000 + b"]" * 100_000, None, 400, "body is not JSON"),
+        (b'{"cluster": "c1"}', None, 422, "job_id: Field required"),
+        (b'{"cluster": "c1", "job_id": "1;reboot"}', None, 422, "job_id: Value error, invalid job id"),
+    ],
+)
+def test_bad_requests_get_their_status_and_a_one_line_reason(
+    tmp_path: Path, body: bytes, headers: dict[str, str] | None, status: int, message: str
+) -> None:
+    from bot.webhook.auth import signed_headers
+
+    with running_webhook(settings_for(f"sqlite:///{tmp_path / 's.db'}")) as webhook:
+        answer = webhook.post(body, signed_headers(SECRET, body) if headers is None else headers)
+        assert answer.status == status
+        assert message in answer.body["error"]
+        assert "\n" not in answer.body["error"]
+        assert WorkQueue(Store.open(f"sqlite:///{tmp_path / 's.db'}")).items() == []
+
+
+def test_a_body_over_the_cap_is_refused_from_its_content_length_before_it_is_read(tmp_path: Path) -> None:
+    import socket
+
+    settings = settings_for(f"sqlite:///{tmp_path / 's.db'}", webhook_max_bytes=1024)
+    with running_webhook(settings) as webhook:
+        host, port = webhook.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as connection:
+            # Headers only: a server that waited for the promised gigabyte would never answer.
+            connection.sendall(
+                b"POST /webhooks/job-failed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1073741824\r\n\r\n"
+            )
+            reply = connection.recv(65536).decode()
+        assert reply.startswith("HTTP/1.1 413")
+
+
+def test_the_intake_refuses_an_oversized_body_without_reading_it() -> None:
+    """Behind a WSGI server that streams bodies (not waitress), the intake's own check is what stops it."""
+    from bot.webhook.auth import WebhookAuth
+    from bot.webhook.intake import JobFailedIntake
+
+    def never_read() -> bytes:
+        raise AssertionError("the body was read")
+
+    intake = JobFailedIntake(WebhookAuth(secret=SECRET), queue=None, max_bytes=1024)  # type: ignore[arg-type]
+    reply = intake.accept({}, 1025, never_read, {})
+    assert reply.status == 413
+    assert "1025 bytes is over the 1024-byte cap" in reply.body["error"]
+    assert intake.accept({}, None, never_read, {}).status == 411
+
+
+def test_a_bearer_token_is_accepted_for_alertmanager(tmp_path: Path) -> None:
+    settings = settings_for(f"sqlite:///{tmp_path / 's.db'}", webhook_bearer_token="am-token")
+    with running_webhook(settings) as webhook:
+        body = json.dumps(example("alertmanager")).encode()
+        answer = webhook.post(body, {"Authorization": "Bearer am-token", "Content-Type": "application/json"})
+        assert (answer.status, answer.body["shape"]) == (202, "alertmanager")
+        wrong = webhook.post(body, {"Authorization": "Bearer guess"})
+        assert (wrong.status, wrong.body["error"]) == (401, "wrong bearer token")
+
+
+@pytest.mark.postgres
+def test_the_database_down_is_503_and_nothing_is_acknowledged(postgres_url: str) -> None:
+    with running_webhook(settings_for(postgres_url)) as webhook:
+        assert webhook.send(example("generic")).status == 202
+        name = postgres_url.rsplit("/", 1)[1]
+        _admin_execute(_postgres_admin_url(), f'DROP DATABASE "{name}" WITH (FORCE)')
+        answer = webhook.send({**example("generic"), "job_id": "48214"})
+        assert answer.status == 503
+        assert answer.body["error"].startswith("the database is unavailable, nothing was accepted")
+        assert answer.headers.get("Retry-After") == "30"
