@@ -90,7 +90,7 @@ class SlurmSource:
         message = first_line(shown)
         if "invalid job id" not in message.lower():
             raise JobError(f"scontrol show job {job_id}: {message}")
-        return self._from_sacct(job_id, ref.cluster)
+        return self.accounting(ref)
 
     # -- scontrol -------------------------------------------------------------------------------------
 
@@ -164,7 +164,9 @@ class SlurmSource:
         problem = first_line(outcome) if outcome.returncode else ""
         return problem, text.parse_parsable(outcome.stdout, fields)
 
-    def _from_sacct(self, job_id: str, cluster: str | None) -> JobInfo:
+    def accounting(self, ref: JobRef) -> JobInfo:
+        """The job as sacct remembers it (what `lookup` falls back to once slurmctld forgot it)."""
+        job_id, cluster = names.slurm_job_id(ref.job_id), ref.cluster
         problem, rows = self._sacct(job_id, from_jobcomp=False)
         used_jobcomp = False
         if problem and ("accounting storage is disabled" in problem.lower() or "slurmdbd" in problem.lower()):
