@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from bot.services.cluster_actions import Actor, ClusterActionService
 from bot.store import Store
+from bot.store.queue import WorkQueue
 from tests.fixtures.multirank import write_job
 from tests.jobs.test_slurm_cluster import NODE, sbatch, wait_for_state
 from tests.webhook.harness import SECRET, Webhook, running_webhook, settings_for
@@ -81,3 +83,32 @@ def test_a_failed_slurm_job_posts_its_diagnosis_then_its_node_is_drained_and_the
             for entry in store.audit_entries(incident_id=incident.id)
         ]
     assert ("node-drain", "done", "UONCALL") in audit and ("job-requeue", "done", "UONCALL") in audit
+
+
+def test_with_ncclbot_on_the_controller_only_the_diagnosis_travels(tmp_path: Path) -> None:
+    epilog_dir()
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    script = job_with_nccl_failure(workdir)
+    # The bot itself can read no logs here (a log folder that does not exist): a diagnosed message
+    # can only come from the diagnosis the epilog made next to the logs.
+    settings = settings_for(
+        f"sqlite:///{tmp_path / 'bot.db'}",
+        job_sources={"*": "directory"},
+        job_log_template=str(tmp_path / "nowhere/{job_id}"),
+    )
+    ncclbot = Path(sys.executable).with_name("ncclbot")
+    url = "/webhooks/job-failed"
+    with (
+        running_webhook(settings) as webhook,
+        installed_epilog(tmp_path, webhook.url + url, SECRET, NCCLBOT_BIN=str(ncclbot)),
+    ):
+        job = sbatch(workdir, script, "--job-name=pretrain")
+        wait_for_state(job, {"FAILED"})
+        posted = post_for(webhook, job)
+    assert "timeout/straggler-input" in str(posted["text"]) and f"culprit {NODE}" in str(posted["text"])
+    with Store.open(settings.database_url) as store:
+        [item] = [i for i in WorkQueue(store).items() if i.key.endswith(f"/{job}/0")]
+    assert item.payload["received_as"] == "slurm"
+    assert item.payload["diagnosis"]["diagnoses"][0]["class"] == "timeout/straggler-input"
+    assert item.payload["logs"] == []
