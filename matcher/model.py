@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from matcher.rules import ANALYSIS_VERSION
+
 Role = Literal["root", "cascade", "context"]
 FieldValue = str | int | float
 
@@ -58,6 +60,9 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "job_id",
         "bytes",
         "bar_elapsed",  # elapsed time a tqdm-style progress bar shows ("29:41", "1:02:11")
+        "exception",  # a Python exception type ("KeyError", "torch.OutOfMemoryError")
+        "code_file",  # the source file of the innermost frame of a traceback
+        "code_line",  # ... and its line number
     }
 )
 
@@ -170,6 +175,8 @@ class Diagnosis:
     stats: Stats
     facts: Mapping[str, FieldValue] = field(default_factory=dict)
     no_culprit_reason: str | None = None
+    # The signature catalog + analysis rules that produced this (matcher/analysis-version.toml).
+    analysis_version: str = ANALYSIS_VERSION
 
     @property
     def primary(self) -> ClassScore:
@@ -183,6 +190,7 @@ class Diagnosis:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
+            "analysis_version": self.analysis_version,
             "diagnoses": [d.to_json() for d in self.diagnoses],
             "culprit": self.culprit.to_json() if self.culprit else None,
             "symptom": self.symptom,

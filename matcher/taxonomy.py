@@ -26,6 +26,8 @@ CLASSES: dict[str, str] = {
     "cuda/oom": "CUDA out of memory on a rank",
     "cuda/illegal-access": "Illegal memory access or device-side assert in a kernel",
     "nccl/nvls-or-algorithm": "Bug in a specific NCCL algorithm or feature (NVLS, CollNet, cuMem)",
+    # Added by the project (TAXONOMY.md allows new family/name ids): decided across ranks, not by one line.
+    "application/python-exception": "An ordinary Python exception on one rank ended the job first",
     UNKNOWN: "No known root cause found in these logs",
 }
 

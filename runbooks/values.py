@@ -15,6 +15,7 @@ import shlex
 import unicodedata
 from collections.abc import Mapping
 
+from matcher.analysis.addresses import is_placeholder_host
 from matcher.model import KNOWN_FIELDS, FieldValue
 
 CULPRIT_FIELDS = frozenset({"culprit_host", "culprit_rank"})
@@ -113,6 +114,8 @@ XID_MEANINGS: Mapping[int, str] = {
 }
 
 
+_HOST_VALUES = ("culprit_host", "host", "node", "peer", "peer_host", "ip")
+
 # NCCL writes socket addresses as host<port>; others write host:port or [ipv6]:port.
 _PEER_PORT = re.compile(r"^\[?(?P<host>[^\[\]<>]+?)\]?(?:<\d+>|(?<!:):\d+)?$")
 
@@ -183,6 +186,11 @@ def prepare(facts: Mapping[str, FieldValue]) -> dict[str, str]:
     peer_host = _peer_host(values["peer"]) if "peer" in values else None
     if peer_host:
         values["peer_host"] = peer_host
+    # Loopback and masked addresses name no machine: `ssh 127.0.0.1 ...` would inspect the wrong one.
+    for name in _HOST_VALUES:
+        host = _peer_host(values[name]) if name in values else None
+        if host is not None and is_placeholder_host(host):
+            del values[name]
     xid = _as_float(facts.get("xid"))
     if xid is not None and xid == int(xid) and int(xid) in XID_MEANINGS:
         values["xid_meaning"] = XID_MEANINGS[int(xid)]

@@ -151,6 +151,9 @@ class Occurrence(Base):
     timeout_ms: Mapped[int | None]
     since_progress_ms: Mapped[int | None]
     gpu_hours_lost: Mapped[float | None] = mapped_column(Float)
+    # Which signature catalog + analysis rules produced this diagnosis (matcher/analysis-version.toml):
+    # incidents grouped before a tuning change stay explicable. NULL for rows stored before it existed.
+    analysis_version: Mapped[str | None] = mapped_column(String(64))
 
     incident: Mapped[Incident] = relationship(back_populates="occurrences")
 

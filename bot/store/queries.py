@@ -352,6 +352,7 @@ def history(
             confidence=o.confidence,
             world_size=o.world_size,
             gpu_hours_lost=o.gpu_hours_lost,
+            analysis_version=o.analysis_version,
         )
         for o, hostname in rows
     ]

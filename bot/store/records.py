@@ -103,6 +103,7 @@ class OccurrenceSummary:
     confidence: float
     world_size: int | None
     gpu_hours_lost: float | None
+    analysis_version: str | None = None  # what produced it (None: stored before versions existed)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +118,7 @@ class OccurrenceSummary:
             "confidence": round(self.confidence, 3),
             "world_size": self.world_size,
             "gpu_hours_lost": None if self.gpu_hours_lost is None else round(self.gpu_hours_lost, 3),
+            "analysis_version": self.analysis_version,
         }
 
 

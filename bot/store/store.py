@@ -195,6 +195,7 @@ class Store:
                 timeout_ms=facts.timeout_ms,
                 since_progress_ms=facts.since_progress_ms,
                 gpu_hours_lost=facts.gpu_hours_lost,
+                analysis_version=diagnosis.analysis_version,
             )
             session.add(occurrence)
             session.flush()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher.analysis import crossrank, hostscope, progress, scoring, setup_hang, versions
+from matcher.analysis import crossrank, exits, hostscope, progress, scoring, setup_hang, versions
 from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.culprit import decide
 from matcher.analysis.rankmap import RankMap, build_rank_map
@@ -33,47 +33,25 @@ from matcher.model import (
     Observation,
     ScanResult,
 )
+from matcher.rules import rules
 from matcher.taxonomy import CLASSES, UNKNOWN, title
 
 MAX_CLASSES = 5
-UNKNOWN_ALONE_CONFIDENCE = 0.3
-# Most telling first: what the healthy ranks were doing beats how they were torn down.
-SYMPTOM_ORDER = (
-    "collective-timeout",
-    "watchdog-hang",
-    "missing-rank",
-    "communicator-aborted",
-    "nccl-error",
-    "cuda-error",
-    "remote-error",
-    "peer-closed",
-    "connection-reset",
-    "store-lost",
-    "task-killed",
-    "sigkill",
-    "sigabrt",
-    "child-failed",
-    "process-teardown",
-)
 _CONTEXT_FACTS = ("nccl_version", "torch_version", "cuda_version", "driver_version", "world_size")
 _TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")
-# Xids that usually mean an application fault (bad address, illegal instruction) rather than hardware.
-_APPLICATION_XIDS = {"13", "31", "43"}
-# A generic error class that echoes another class's own report of the same fault: a sticky CUDA error
-# (illegal access) first caught by NCCL's own CUDA check inside its kernels / enqueue surfaces again
-# in the framework's "CUDA error: ..." afterwards; only lines before NCCL's report speak for the echo.
-_ECHOES = {"cuda/illegal-access": "nccl/nvls-or-algorithm"}
-ECHO_FACTOR = 0.4
+# Per-class facts and weights (application Xids, echoes, symptom order, ...) live in matcher/rules.toml.
 VERSION_CLASS = "config/version-mismatch"
 # A bare ncclSystemError is read as a socket that cannot reach its peer; on one host (peers over loopback)
 # the shared-memory segment that did not fit /dev/shm is the likelier failed system call.
 INTERFACE_CLASS = "network/interface-selection"
-ONE_HOST_SOCKET_FACTOR = 0.4
 # A retry timeout (status 12) right after init on RoCE devices, with no GID index chosen (or a different one
 # per host): the maintainers' first answer is the GID index, ahead of the generic IB transport reading.
 ROCE_CLASS = "network/roce-gid"
 IB_CLASS = "network/ib-rdma"
-ROCE_LEAD = 0.25
+PEER_EXIT = "network/peer-exit"
+EXCEPTION_CLASS = "application/python-exception"
+# Scheduler records that say the step was cancelled (time limit, scancel): its SIGKILLs are no OOM.
+CANCELLED = frozenset({"slurm-step-cancelled"})
 ROCE_LINK = "RoCE"  # the link layer NCCL prints after an IB device it uses
 
 
@@ -101,14 +79,16 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
                 support[cls] = obs
     else:
         for cls, obs in scoring.by_class(observations, "cascade").items():
-            masses[cls] = scoring.CASCADE_DISCOUNT * scoring.mass(obs, rm)
+            masses[cls] = rules().confidence.cascade_discount * scoring.mass(obs, rm)
             support[cls] = obs
         if INTERFACE_CLASS in masses and hostscope.one_host(observations, rm):
-            masses[INTERFACE_CLASS] *= ONE_HOST_SOCKET_FACTOR
+            masses[INTERFACE_CLASS] *= rules().confidence.one_host_socket_factor
+        _recorded_death(observations, rm, masses, support)
         inference = infer(observations, cascades, table, fr, rm)
         for cls, amount in inference.masses.items():
             masses[cls] = masses.get(cls, 0.0) + amount
             support.setdefault(cls, []).extend(inference.evidence.get(cls, []))
+        _raised_first(observations, rm, masses, support)
         silent = setup_hang.silent(cascades, table, fr)
         suggestions = setup_hang.suggest(observations, rm) if silent else None
         if suggestions is not None:
@@ -116,9 +96,9 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             for cls, amount in suggestions.masses.items():
                 masses[cls] = masses.get(cls, 0.0) + amount
                 support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
-    split = versions.differing_versions(observations, rm)
+    split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
     if split:
-        masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + versions.MISMATCH_MASS
+        masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + rules().confidence.version_mismatch_mass
         support.setdefault(VERSION_CLASS, []).extend(split)
     if fr is not None and fr.evidence:
         for cls in masses:
@@ -143,20 +123,59 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     )
 
 
+def _recorded_death(
+    observations: list[Observation],
+    rm: RankMap,
+    masses: dict[str, float],
+    support: dict[str, list[Observation]],
+) -> None:
+    """A launcher recorded the first worker's death by a signal that names a class (SIGKILL: the host OOM
+    killer): that record is the root the survivors' peer-exit reports echo. A step the scheduler
+    cancelled was killed by it, not by the kernel."""
+    death = exits.first_failure(observations, rm)
+    killed_as = exits.signal_class(death)
+    if death is None or killed_as is None or any(o.signature in CANCELLED for o in observations):
+        return
+    weights = rules().confidence
+    masses[killed_as] = masses.get(killed_as, 0.0) + weights.exit_record_mass
+    support.setdefault(killed_as, []).insert(0, death.obs)
+    if PEER_EXIT in masses:
+        masses[PEER_EXIT] *= weights.explained_peer_exit_factor
+
+
+def _raised_first(
+    observations: list[Observation],
+    rm: RankMap,
+    masses: dict[str, float],
+    support: dict[str, list[Observation]],
+) -> None:
+    """An ordinary Python exception on one rank came first: the others' timeouts and lost peers are its
+    echo, not a straggler or a network fault."""
+    raised = exits.first_exception(observations, rm)
+    if raised is None or exits.signal_class(exits.first_failure(observations, rm)) is not None:
+        return
+    weights = rules().confidence
+    for cls in list(masses):
+        if cls.startswith("timeout/") or cls == PEER_EXIT:
+            masses[cls] *= weights.explained_peer_exit_factor
+    masses[EXCEPTION_CLASS] = masses.get(EXCEPTION_CLASS, 0.0) + weights.exit_record_mass
+    support.setdefault(EXCEPTION_CLASS, []).insert(0, raised.obs)
+
+
 def _demote_application_xids(roots: dict[str, list[Observation]], masses: dict[str, float]) -> None:
     xid_obs = roots.get("hardware/gpu-xid", [])
-    xids = {str(o.fields.get("xid")) for o in xid_obs}
-    if xid_obs and "cuda/illegal-access" in masses and xids <= _APPLICATION_XIDS:
-        masses["hardware/gpu-xid"] *= 0.4
+    application = all(rules().application_xid(o.fields.get("xid")) for o in xid_obs)
+    if xid_obs and "cuda/illegal-access" in masses and application:
+        masses["hardware/gpu-xid"] *= rules().confidence.echo_factor
 
 
 def _demote_echoes(roots: dict[str, list[Observation]], masses: dict[str, float]) -> None:
-    for echo, origin in _ECHOES.items():
+    for echo, origin in rules().echoes.items():
         if echo not in masses or origin not in roots:
             continue
         first = min(roots[origin], key=scoring.chronological_key)
         if all(_follows(o, first) for o in roots[echo]):
-            masses[echo] *= ECHO_FACTOR
+            masses[echo] *= rules().confidence.echo_factor
 
 
 def _roce_gid_first(
@@ -178,7 +197,7 @@ def _roce_gid_first(
     first = min(roots[ROCE_CLASS], key=scoring.chronological_key)
     if any("step" in o.fields and _follows(first, o) for o in context):
         return  # training ran before the error: not a path that never worked
-    masses[ROCE_CLASS] = max(masses[ROCE_CLASS], masses[IB_CLASS]) + ROCE_LEAD
+    masses[ROCE_CLASS] = max(masses[ROCE_CLASS], masses[IB_CLASS]) + rules().confidence.roce_lead
 
 
 def _follows(later: Observation, earlier: Observation) -> bool:
@@ -199,7 +218,7 @@ def _rank(
     known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
     if not known or set(known) == {UNKNOWN}:
         evidence = scoring.excerpts(cascades)
-        return (ClassScore(UNKNOWN, UNKNOWN_ALONE_CONFIDENCE, title(UNKNOWN), evidence),)
+        return (ClassScore(UNKNOWN, rules().confidence.unknown_alone, title(UNKNOWN), evidence),)
     conf = scoring.confidences(known)
     order = sorted(conf, key=lambda c: (-conf[c], c))[:MAX_CLASSES]
     scores = []
@@ -214,11 +233,9 @@ def _rank(
 
 def _symptom(cascades: list[Observation], fr: FRFinding | None) -> str | None:
     seen = Counter(o.symptom for o in cascades if o.symptom)
+    order = rules().symptom_order
     if seen:
-        return min(
-            seen,
-            key=lambda s: (SYMPTOM_ORDER.index(s) if s in SYMPTOM_ORDER else len(SYMPTOM_ORDER), -seen[s]),
-        )
+        return min(seen, key=lambda s: (order.index(s) if s in order else len(order), -seen[s]))
     if fr is not None and fr.kind != "no-issue":
         return "collective-timeout"  # dumps are written when the watchdog fires
     return None

@@ -12,57 +12,28 @@ import math
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from matcher.analysis import exits
+from matcher.analysis.addresses import is_placeholder_host
 from matcher.analysis.crossrank import TableVerdict, lone_symmetric_report
 from matcher.analysis.rankmap import RankMap, as_int
 from matcher.analysis.timeouts import MISSING_RANK, RANK0
 from matcher.model import Culprit, FRFinding, Observation
+from matcher.rules import rules
 from matcher.taxonomy import title
 
 XID_CLASS = "hardware/gpu-xid"
 PEER_EXIT = "network/peer-exit"
 RENDEZVOUS = "rendezvous/store"
-# Peer values that name no machine: an unset MASTER_ADDR ("(null)") or the rank's own loopback.
-_NOT_A_HOST = re.compile(
-    r"^(?:\(null\)|null|none|localhost|127\.[\d.]+|::1|0\.0\.0\.0"
-    # Stand-ins users type for an address they masked before pasting ("IP1", "MASTER_ADDR", "x.x.x.x").
-    r"|ip\d*|ip_?addr(?:ess)?\d*|(?:master|head|node|host)_(?:addr|ip)\d*|x+(?:\.x+){0,3}|your_\w+)$",
-    re.IGNORECASE,
-)
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$|^[0-9a-fA-F:]+$")
-# Job-wide misconfiguration: every rank is equally at fault, naming one would mislead.
-_NO_CULPRIT_CLASSES = {"config/duplicate-gpu"}
-# Root lines of these classes are written by a rank that compares itself with a peer ("Rank 1 is running
-# X, but Rank 0 is running Y"): the writer is not the odd one out, only a vote across ranks can tell.
-_REPORTER_IS_NOT_CULPRIT = {"timeout/asymmetric-collectives"}
-# Exit codes of ranks that were only collateral: SIGABRT from the watchdog, SIGTERM from the agent,
-# SIGINT / SIGHUP from a user stopping the job.
-_COLLATERAL_EXIT_CODES = {-6, -15, 6, 15, -2, -1}
+# Which classes never name a culprit, whose reporters are not culprits, which exit codes are collateral and
+# how a reason names each failure: matcher/rules.toml.
 SIMULTANEOUS_S = 1.0
-# How a culprit reason names what happened ("rank 5 (gpu-node-017) hit CUDA out of memory at ...").
-_FAILURE_PHRASES = {
-    "cuda/oom": "CUDA out of memory",
-    "cuda/illegal-access": "an illegal memory access / device-side assert",
-    "system/host-oom": "the host OOM killer",
-    "hardware/gpu-xid": "a GPU hardware fault",
-    "network/ib-rdma": "an InfiniBand / RoCE transport error",
-    "network/roce-gid": "a RoCE GID mismatch",
-    "network/efa-ofi": "an EFA / libfabric error",
-    "network/interface-selection": "a wrong network interface",
-    "shm/dev-shm": "a full /dev/shm",
-    "system/memlock": "a too-low locked-memory limit",
-    "system/fabric-manager": "a missing NVSwitch fabric manager",
-    "p2p/pcie-acs": "a PCIe peer-to-peer failure",
-    "rendezvous/store": "a rendezvous / TCPStore failure",
-    "config/version-mismatch": "a version mismatch",
-    "nccl/nvls-or-algorithm": "an NCCL algorithm failure",
-    "timeout/asymmetric-collectives": "a collective mismatch",
-}
 
 
 def _failure(class_id: str) -> str:
-    return _FAILURE_PHRASES.get(class_id, f"'{title(class_id)}'")
+    return rules().phrases.get(class_id, f"'{title(class_id)}'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +101,47 @@ def decide(
     rm: RankMap,
     rank0_clue: Observation | None,
 ) -> CulpritDecision:
-    if primary in _NO_CULPRIT_CLASSES:
+    """The culprit, never with a loopback or placeholder address as its host: those name the rank's own
+    machine or nothing (a masked paste), so they would send an on-call engineer nowhere."""
+    decision = _decide(primary, root_obs, cascades, observations, table, fr, rm, rank0_clue)
+    return _real_hosts_only(decision)
+
+
+def _real_hosts_only(decision: CulpritDecision) -> CulpritDecision:
+    culprit = decision.culprit
+    if culprit is None:
+        return decision
+    hosts = tuple(h for h in culprit.hosts if not is_placeholder_host(h))
+    if hosts == culprit.hosts:
+        return decision
+    if not hosts and not culprit.ranks:
+        dropped = ", ".join(culprit.hosts)
+        return CulpritDecision(
+            None, f"the only address the logs name ({dropped}) is loopback or masked: it names no machine"
+        )
+    return CulpritDecision(replace(culprit, hosts=hosts), decision.no_culprit_reason)
+
+
+def _decide(
+    primary: str,
+    root_obs: list[Observation],
+    cascades: list[Observation],
+    observations: list[Observation],
+    table: TableVerdict,
+    fr: FRFinding | None,
+    rm: RankMap,
+    rank0_clue: Observation | None,
+) -> CulpritDecision:
+    if primary in rules().never_named:
         return CulpritDecision(
             None, f"{title(primary)}: a job-wide configuration problem, not one rank's fault"
         )
-    if root_obs and primary in _REPORTER_IS_NOT_CULPRIT:
-        voted = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
+    if root_obs and primary in rules().reporter_is_not_culprit:
+        voted = (
+            _from_fr_or_table(fr, table, rm)
+            or _from_mismatch_pairs(root_obs, rm)
+            or _from_missing_rank_reports(cascades, rm)
+        )
         return voted or CulpritDecision(
             None, "the mismatch report names the two ranks that disagree, not which of them is the odd one"
         )
@@ -148,10 +154,14 @@ def decide(
         decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
         if decision.culprit is not None:
             return decision
-        fallback = _from_fr_or_table(fr, table, rm) or _from_torchrun(observations, rm)
+        fallback = _from_fr_or_table(fr, table, rm) or _from_exits(observations, rm, signals_only=False)
         if fallback is None and primary == RANK0:
-            return decide(primary, [], cascades, observations, table, fr, rm, root_obs[0])
+            return _decide(primary, [], cascades, observations, table, fr, rm, root_obs[0])
         return fallback or decision
+    if fr is None or not fr.culprit_ranks:
+        launcher = _from_exits(observations, rm, signals_only=True)
+        if launcher:
+            return launcher
     if primary == PEER_EXIT:
         peer = _from_peer(cascades, rm)
         if peer:
@@ -170,11 +180,6 @@ def decide(
         return CulpritDecision(None, table.detail)
     if fr is not None and fr.kind == "all-stuck":
         return CulpritDecision(None, fr.reason)
-    # Without a root line, a rank that exited with a plain error may only have seen the aborted
-    # communicator; only a death by signal (SIGKILL, SIGSEGV, SIGBUS...) marks it as the first to go.
-    torchrun = _from_torchrun(observations, rm, signals_only=True)
-    if torchrun:
-        return torchrun
     if table.seqnum is not None:
         return CulpritDecision(
             None,
@@ -299,6 +304,28 @@ def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) ->
     return None
 
 
+def _from_mismatch_pairs(root_obs: list[Observation], rm: RankMap) -> CulpritDecision | None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: every rank reports a mismatch naming itself and one peer ("Rank 1
+    is running X, but Rank 2 is running Y"). The odd one out is the rank in every reported pair, once
+    at least two different pairs were reported (one pair alone cannot say which side differs)."""
+    pairs = set()
+    for obs in root_obs:
+        me, other = as_int(obs.fields.get("pg_rank")), as_int(obs.fields.get("other_rank"))
+        if me is not None and other is not None and me != other:
+            pairs.add(frozenset((me, other)))
+    if len(pairs) < 2:
+        return None
+    common = frozenset.intersection(*pairs)
+    if len(common) != 1:
+        return None
+    (odd,) = common
+    reason = (
+        f"rank {odd} is the odd one out: each of {len(pairs)} mismatch reports pairs it with another rank "
+        "(its collective differs from the majority's)"
+    )
+    return CulpritDecision(Culprit((odd,), _hosts_for([odd], (), rm), reason), None)
+
+
 def _from_missing_rank_reports(cascades: list[Observation], rm: RankMap) -> CulpritDecision | None:
     """Monitored-barrier and desync-debug reports name the rank(s) that never arrived."""
     reports = [o for o in cascades if o.symptom == MISSING_RANK and "rank" in o.fields]
@@ -328,7 +355,7 @@ def _peer_host(peer: str) -> str | None:
     if host.count(":") == 1:  # host:port (an IPv6 address has several colons)
         host = host.split(":")[0]
     host = host.strip("[]")
-    if not host or _NOT_A_HOST.match(host) or not _HOST_NAME.match(host):
+    if not host or is_placeholder_host(host) or not _HOST_NAME.match(host):
         return None
     return host
 
@@ -344,22 +371,22 @@ def _from_rendezvous_peer(root_obs: list[Observation]) -> CulpritDecision | None
     return CulpritDecision(Culprit((), (host,), reason), None)
 
 
-def _from_torchrun(
-    observations: list[Observation], rm: RankMap, signals_only: bool = False
-) -> CulpritDecision | None:
-    """torchrun's Root Cause entry, when that rank died of something other than collateral signals."""
-    failed: dict[int, Observation] = {}
-    for obs in observations:
-        rank, code = as_int(obs.fields.get("rank")), as_int(obs.fields.get("exit_code"))
-        if rank is None or code is None or code in _COLLATERAL_EXIT_CODES or code == 0:
-            continue
-        if signals_only and code > 0:
-            continue
-        if "root" in obs.signature or rank not in failed:
-            failed[rank] = obs
-    if len(failed) != 1:
+def _from_exits(observations: list[Observation], rm: RankMap, signals_only: bool) -> CulpritDecision | None:
+    """An ordinary Python exception on one rank, else the launchers' record of the first worker to die.
+    Without a root line, a rank that exited with a plain error code may only have seen the aborted
+    communicator; then only a death by signal (SIGKILL, SIGSEGV, SIGBUS...) marks it as the first to go."""
+    raised = exits.first_exception(observations, rm)
+    if raised is not None:
+        hosts = (raised.host,) if raised.host else _hosts_for([raised.rank], [raised.obs], rm)
+        return CulpritDecision(Culprit((raised.rank,), hosts, raised.reason()), None)
+    death = exits.first_failure(observations, rm)
+    if death is None or (signals_only and not death.abrupt):
         return None
-    rank, obs = next(iter(failed.items()))
-    host = rm.host(obs)
-    reason = f"torchrun reports rank {rank} as the first failure (exit code {obs.fields.get('exit_code')})"
-    return CulpritDecision(Culprit((rank,), (host,) if host else (), reason), None)
+    if death.rank is None and death.host is None:
+        return None
+    ranks = (death.rank,) if death.rank is not None else ()
+    hosts = (death.host,) if death.host else _hosts_for(ranks, (), rm) if ranks else ()
+    launcher = death.launcher
+    detail = f" (exit code {death.code})" if death.code is not None and death.signal is not None else ""
+    reason = f"{launcher} records {death.who()} as the first failure: it {death.how()}{detail}"
+    return CulpritDecision(Culprit(ranks, hosts, reason), None)

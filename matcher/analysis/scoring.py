@@ -17,9 +17,8 @@ from collections.abc import Iterable
 
 from matcher.analysis.rankmap import RankMap
 from matcher.model import Evidence, Observation
+from matcher.rules import rules
 
-CASCADE_DISCOUNT = 0.5
-MAX_CONFIDENCE = 0.97
 EVIDENCE_PER_CLASS = 5
 # A clue (context) says more about the cause than what the waiting ranks report (cascade).
 _ROLE_ORDER = {"root": 0, "context": 1, "cascade": 2}
@@ -47,7 +46,8 @@ def confidences(masses: dict[str, float]) -> dict[str, float]:
     total = sum(masses.values())
     if total <= 0:
         return {}
-    return {c: min(MAX_CONFIDENCE, strength(m) * m / total) for c, m in masses.items() if m > 0}
+    cap = rules().confidence.max_confidence
+    return {c: min(cap, strength(m) * m / total) for c, m in masses.items() if m > 0}
 
 
 def by_class(observations: Iterable[Observation], role: str) -> dict[str, list[Observation]]:

@@ -16,9 +16,8 @@ from matcher.analysis.rankmap import RankMap
 from matcher.model import Observation
 
 VERSION_FIELDS = ("nccl_version", "torch_version", "cuda_version", "driver_version")
-# Evidence, not proof: the mismatch may be harmless, so it supports the class without outweighing an
-# error line of another class.
-MISMATCH_MASS = 0.9
+# Evidence, not proof (rules.toml `version_mismatch_mass`): the mismatch may be harmless, so it supports
+# the class without outweighing an error line of another class.
 _RELEASE = re.compile(r"\d+(?:\.\d+){0,2}")
 
 
@@ -65,3 +64,32 @@ def _same_reporters_only(reporters: list[set[str]]) -> bool:
     """Two releases named by the same single process (a build line and a runtime line) are no split."""
     everyone = set().union(*reporters)
     return len(everyone) < 2
+
+
+# NCCL prints the CUDA its build targets ("NCCL version 2.21.5+cuda12.4") and the CUDA version the driver
+# supports ("cudaDriverVersion 11080" = 11.8). CUDA's minor-version compatibility lets a 12.4 build run on
+# any 12.x driver; a build for a newer major CUDA than the driver's cannot initialise.
+_DRIVER_CUDA = re.compile(r"^\d{4,5}$")
+
+
+def build_newer_than_driver(observations: list[Observation]) -> list[Observation]:
+    """The build line and the driver line when an NCCL/torch build targets a newer major CUDA than the
+    driver supports, else []."""
+    builds = [o for o in observations if o.role == "context" and "cuda_version" in o.fields]
+    drivers = [
+        o
+        for o in observations
+        if o.role == "context" and _DRIVER_CUDA.match(str(o.fields.get("driver_version", "")))
+    ]
+    if not builds or not drivers:
+        return []
+    driver_major = min(int(str(o.fields["driver_version"])) // 1000 for o in drivers)
+    newer = [
+        o
+        for o in builds
+        if (release_tuple(o.fields["cuda_version"], "cuda_version") or (0,))[0] > driver_major
+    ]
+    if not newer:
+        return []
+    oldest = min(drivers, key=lambda o: int(str(o.fields["driver_version"])))
+    return [newer[0], oldest]

@@ -36,6 +36,7 @@ INT_FIELDS: frozenset[str] = frozenset(
         "local_rank",
         "pg_rank",
         "pid",
+        "code_line",
         "seqnum",
         "numel_in",
         "numel_out",

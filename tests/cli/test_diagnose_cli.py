@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from matcher.rules import ANALYSIS_VERSION
 from matcher.taxonomy import CLASSES
 from tests.cli.helpers import EXAMPLE, run_cli, run_json
 
@@ -19,6 +20,7 @@ NO_STORE = "--no-store"
 def assert_design_schema(document: dict[str, Any]) -> None:
     """The `--json` contract of DESIGN.md, field by field."""
     assert document["schema_version"] == 1
+    assert document["analysis_version"] == ANALYSIS_VERSION  # catalog + rules that produced it
     diagnoses = document["diagnoses"]
     assert diagnoses, "diagnoses is never empty"
     for item in diagnoses:

@@ -258,8 +258,8 @@ def torchrun_entry(signature: str, rank: int, exit_code: int) -> Observation:
 def test_torchrun_root_cause_block_names_the_killed_rank() -> None:
     observations = [
         obs("kernel-oom-kill", "root", ("system/host-oom",)),
-        torchrun_entry("torchrun-root-cause", rank=4, exit_code=-9),
-        torchrun_entry("torchrun-failure", rank=2, exit_code=-6),
+        torchrun_entry("torchrun-root-cause-block", rank=4, exit_code=-9),
+        torchrun_entry("elastic-worker-failed", rank=2, exit_code=-6),
     ]
     d = analyze(scan(*observations, ranks=8))
     assert d.primary.class_id == "system/host-oom"

@@ -47,7 +47,7 @@ def test_history_json(recorded: str, capsys: pytest.CaptureFixture[str]) -> None
     newest, oldest = document["occurrences"]
     assert set(newest) == {
         "id", "incident", "time", "class", "host", "cluster", "source", "job_id", "confidence",
-        "world_size", "gpu_hours_lost",
+        "world_size", "gpu_hours_lost", "analysis_version",
     }  # fmt: skip
     assert (newest["host"], newest["source"], newest["job_id"]) == ("gpu-node-018", "webhook", None)
     assert (oldest["job_id"], oldest["gpu_hours_lost"]) == ("1001", pytest.approx(8 / 6, abs=1e-3))

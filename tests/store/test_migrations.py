@@ -93,6 +93,7 @@ def test_from_previous_revision_keeps_the_data(database_url: str) -> None:
         assert (incident.fingerprint, incident.occurrences, incident.first_seen) == ("v1:x", 1, seen)
         [occurrence] = store.history(days=60, now=datetime(2026, 11, 20, tzinfo=UTC))
         assert occurrence.class_id == "cuda/oom"
+        assert occurrence.analysis_version is None  # stored before diagnoses named their version
 
 
 # SQLite's batch mode copies the table and cannot reflect the expression index it then recreates.
@@ -103,7 +104,8 @@ def test_downgrade_and_upgrade_again(database_url: str) -> None:
         migrate.upgrade(engine)
         migrate.downgrade(engine, PREVIOUS)
         assert migrate.current_revision(engine) == PREVIOUS
-        assert "since_progress_ms" not in {c["name"] for c in inspect(engine).get_columns("occurrences")}
+        columns = {c["name"] for c in inspect(engine).get_columns("occurrences")}
+        assert not {"since_progress_ms", "analysis_version"} & columns
         migrate.downgrade(engine, "base")
         assert migrate.current_revision(engine) is None
         assert migrate.upgrade(engine) == migrate.head_revision()

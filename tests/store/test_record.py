@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bot.store import Store, StoreError
 from bot.store.settings import INCIDENT_WINDOW
+from matcher.rules import ANALYSIS_VERSION
 from tests.store.conftest import T0
 from tests.store.diagnoses import make_diagnosis
 
@@ -119,6 +121,16 @@ def test_occurrence_keeps_size_timeout_and_cost(store: Store) -> None:
     assert rows["gpu-node-017"].cluster == "west"
     # Without a timeout there is no honest cost; the ranks seen stand in for an unknown world size.
     assert rows["gpu-node-020"].gpu_hours_lost is None and rows["gpu-node-020"].world_size == 8
+
+
+def test_occurrence_keeps_the_analysis_version_that_produced_it(store: Store) -> None:
+    older = replace(make_diagnosis(), analysis_version="ncclbot-2026-11-29")
+    store.record_diagnosis(older, input_digest="old", now=T0)
+    store.record_diagnosis(make_diagnosis(host="gpu-node-020"), input_digest="new", now=T0)
+    rows = {o.host: o for o in store.history(days=1, now=T0)}
+    assert rows["gpu-node-017"].analysis_version == "ncclbot-2026-11-29"
+    assert rows["gpu-node-020"].analysis_version == ANALYSIS_VERSION
+    assert rows["gpu-node-020"].to_json()["analysis_version"] == ANALYSIS_VERSION
 
 
 def test_bad_arguments_are_clear_errors(store: Store) -> None:

@@ -1,4 +1,4 @@
-"""Held-out sweep: pastes shaped like the ones users post when they search by symptom, not by cause.
+"""Pastes shaped like the ones users post when they search by symptom, not by cause.
 
 Every excerpt here is written for the test (hosts, pids, addresses, sizes and versions are invented) and
 follows the form of public threads found by searching for symptoms ("unhandled system error", "Watchdog

@@ -1,4 +1,4 @@
-"""Last round of general rules: what a progress bar's elapsed time says, who a lone timeout line implicates,
+"""What a progress bar's elapsed time says, who a lone timeout line implicates,
 and what one nccl-tests process on one machine rules out.
 
 Every excerpt is written for the test (hosts, pids, sizes and times are invented) in the shape users paste.

@@ -1,0 +1,257 @@
+"""Culprits from the launchers' own records of how each worker ended, and from a Python exception.
+
+Launchers write down which worker died first and how: torchrun's `failed (exitcode: N) local_rank: R`
+lines and its "Root Cause (first observed failure)" entry, torch.multiprocessing.spawn's "process N
+terminated with ..." / "-- Process N terminated with the following error", Slurm's `srun: error: node:
+task N: ...`, Ray's dead worker / actor with its node address. Those records outrank what the surviving
+ranks say ("Connection closed by remote peer", "remote process exited"): the survivors only lost the
+worker the record names. The exit code says more: -9 / SIGKILL is usually the host OOM killer, -11 a
+crash, -6 / SIGABRT and -15 / SIGTERM are collateral (the watchdog or the agent taking ranks down).
+
+When the first failure is an ordinary Python exception on one rank (not a report of a distributed
+failure), that rank is the culprit and the exception type with its file:line is the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from matcher.analysis.addresses import is_placeholder_host
+from matcher.analysis.hostscope import GPUS_PER_HOST
+from matcher.analysis.rankmap import RankMap, as_int
+from matcher.model import Observation
+from matcher.rules import rules
+
+# Two reports this close in time are simultaneous: neither can be called first.
+SIMULTANEOUS_S = 1.0
+_LAUNCHERS = (
+    ("torchrun-", "torchrun"),
+    ("elastic-", "torchrun"),
+    ("spawn-", "torch.multiprocessing.spawn"),
+    ("srun-", "Slurm"),
+    ("ray-", "Ray"),
+)
+# A traceback's lines end within this many lines of its "Traceback" header (the signature's `after`).
+TRACEBACK_LINES = 40
+
+
+@dataclass(frozen=True, slots=True)
+class ExitRecord:
+    """One worker's end as a launcher recorded it."""
+
+    obs: Observation
+    rank: int | None  # global rank, where the record or the job's shape says it
+    local_rank: int | None
+    host: str | None  # a real machine (never loopback or a placeholder)
+    code: int | None
+    signal: str | None  # SIGKILL, SIGSEGV, ...
+    first_observed: bool  # torchrun's Root Cause entry
+
+    @property
+    def collateral(self) -> bool:
+        if self.code is not None and self.code in rules().collateral_exit_codes:
+            return True
+        return self.signal in ("SIGABRT", "SIGTERM", "SIGINT", "SIGHUP")
+
+    @property
+    def abrupt(self) -> bool:
+        """The process died rather than exited: a signal, or a worker Ray found dead."""
+        return self.signal is not None or self.obs.signature.startswith("ray-")
+
+    @property
+    def failed(self) -> bool:
+        """Died by itself: not collateral, and abruptly or with a non-zero exit code."""
+        if self.collateral:
+            return False
+        return self.abrupt or (self.code is not None and self.code != 0)
+
+    @property
+    def launcher(self) -> str:
+        for prefix, name in _LAUNCHERS:
+            if self.obs.signature.startswith(prefix):
+                return name
+        return "the launcher"
+
+    def who(self) -> str:
+        if self.rank is not None:
+            where = f" ({self.host})" if self.host else ""
+            return f"rank {self.rank}{where}"
+        if self.local_rank is not None:
+            return f"local rank {self.local_rank}" + (f" on {self.host}" if self.host else "")
+        return f"the worker on {self.host}" if self.host else "a worker"
+
+    def how(self) -> str:
+        if self.signal is None and self.abrupt:
+            return "died unexpectedly"
+        if self.signal is not None:
+            return f"was killed by {self.signal}" if self.signal == "SIGKILL" else f"died of {self.signal}"
+        return f"exited with code {self.code}"
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """An ordinary Python exception one rank raised."""
+
+    obs: Observation
+    rank: int
+    host: str | None
+    exception: str
+    where: str | None  # "train.py:61"
+
+    def reason(self) -> str:
+        at = f" at {self.where}" if self.where else ""
+        host = f" ({self.host})" if self.host else ""
+        return f"rank {self.rank}{host} raised {self.exception}{at} before the other ranks failed"
+
+
+def _single_node(observations: list[Observation], rm: RankMap) -> bool:
+    """Local rank = global rank only for a job that shows no second machine and no network channel."""
+    hosts = {h for h in rm.hosts if not is_placeholder_host(h)}
+    hosts |= {h for h in (rm.host(o) for o in observations) if h and not is_placeholder_host(h)}
+    if len(hosts) > 1 or (rm.world_size or 0) > GPUS_PER_HOST:
+        return False
+    return not any(str(o.fields.get("transport", "")).startswith("NET/") for o in observations)
+
+
+def _signal(obs: Observation, code: int | None) -> str | None:
+    word = obs.fields.get("signal")
+    if word is not None:
+        return rules().normal_signal(str(word))
+    if code is None and as_int(obs.fields.get("error_code")) == 137:
+        return "SIGKILL"
+    return rules().signal_name(code) if code is not None else None
+
+
+def records(observations: list[Observation], rm: RankMap) -> list[ExitRecord]:
+    """Every launcher exit record in the bundle, in the order the observations came."""
+    known = rules().exit_records
+    one_node = _single_node(observations, rm)
+    found = []
+    for obs in observations:
+        if obs.signature not in known:
+            continue
+        code = as_int(obs.fields.get("exit_code"))
+        local = as_int(obs.fields.get("local_rank"))
+        rank = as_int(obs.fields.get("rank"))
+        if rank is None and local is not None and one_node:
+            rank = local
+        if rank is None:
+            rank = rm.rank(obs) if obs.signature.startswith("ray-") else None
+        host = obs.fields.get("host")
+        host = str(host) if host is not None else rm.host(obs)
+        if host is not None and is_placeholder_host(host):
+            host = None
+        found.append(
+            ExitRecord(
+                obs=obs,
+                rank=rank,
+                local_rank=local,
+                host=host,
+                code=code,
+                signal=_signal(obs, code),
+                first_observed=obs.signature in rules().first_observed,
+            )
+        )
+    return found
+
+
+def first_failure(observations: list[Observation], rm: RankMap) -> ExitRecord | None:
+    """The worker that failed first by the launchers' records: torchrun's Root Cause entry when it died
+    by itself, else the one failed record, else the clearly earliest of several; None when unclear."""
+    failed = [r for r in records(observations, rm) if r.failed]
+    if not failed:
+        return None
+    rooted = [r for r in failed if r.first_observed]
+    if rooted:
+        return _merge(rooted[0], failed)
+    workers = {_identity(r) for r in failed}
+    if len(workers) == 1:
+        return _merge(failed[0], failed)
+    timed = sorted((r.obs.line.time, i) for i, r in enumerate(failed) if r.obs.line.time is not None)
+    if len(timed) >= 2 and timed[1][0] - timed[0][0] >= SIMULTANEOUS_S:
+        return _merge(failed[timed[0][1]], failed)
+    return None
+
+
+def _identity(record: ExitRecord) -> tuple[object, ...]:
+    if record.rank is not None:
+        return ("rank", record.rank)
+    return ("local", record.local_rank, record.host)
+
+
+def _merge(chosen: ExitRecord, failed: list[ExitRecord]) -> ExitRecord:
+    """Fill what the chosen record lacks (a host, a signal) from other records of the same worker."""
+    same = [
+        r
+        for r in failed
+        if _identity(r) == _identity(chosen) or (r.rank is None and r.local_rank == chosen.local_rank)
+    ]
+    host = chosen.host or next((r.host for r in same if r.host), None)
+    signal = chosen.signal or next((r.signal for r in same if r.signal), None)
+    return ExitRecord(
+        chosen.obs, chosen.rank, chosen.local_rank, host, chosen.code, signal, chosen.first_observed
+    )
+
+
+def signal_class(record: ExitRecord | None) -> str | None:
+    """The class a death by signal stands for (SIGKILL -> system/host-oom), if any."""
+    if record is None or record.signal is None:
+        return None
+    return rules().signal_classes.get(record.signal)
+
+
+def _is_report(obs: Observation, observations: list[Observation], rm: RankMap) -> bool:
+    """A traceback that ends in a line another signature read as a failure report (NCCL error, CUDA
+    error, store timeout...) of the same rank is that report, not an ordinary exception."""
+    end = obs.line.lineno + TRACEBACK_LINES
+    rank = rm.rank(obs)
+    return any(
+        o.role in ("root", "cascade")
+        and o.signature not in rules().exit_records
+        and o.line.source == obs.line.source
+        and obs.line.lineno <= o.line.lineno <= end
+        and rm.rank(o) == rank
+        for o in observations
+    )
+
+
+def first_exception(observations: list[Observation], rm: RankMap) -> Raised | None:
+    """The one rank (or the clearly first of several) that raised an ordinary Python exception."""
+    one_node = _single_node(observations, rm)
+    cascade_types = rules().cascade_exceptions
+    raised: dict[int, Raised] = {}
+    for obs in observations:
+        exception = obs.fields.get("exception")
+        if exception is None:
+            continue
+        name = str(exception)
+        if name.rsplit(".", 1)[-1] in cascade_types or _is_report(obs, observations, rm):
+            continue
+        rank = rm.rank(obs)
+        if rank is None and one_node:
+            rank = as_int(obs.fields.get("local_rank"))
+        if rank is None:
+            continue
+        where = None
+        if "code_file" in obs.fields:
+            where = f"{obs.fields['code_file']}:{obs.fields.get('code_line', '?')}"
+        host = rm.host(obs)
+        host = None if host is None or is_placeholder_host(host) else host
+        current = raised.get(rank)
+        if current is None or _earlier(obs, current.obs):
+            raised[rank] = Raised(obs, rank, host, name, where)
+    if len(raised) == 1:
+        return next(iter(raised.values()))
+    timed = sorted(
+        (r.obs.line.time if r.obs.line.time is not None else math.inf, r.rank) for r in raised.values()
+    )
+    if len(timed) >= 2 and not math.isinf(timed[0][0]) and timed[1][0] - timed[0][0] >= SIMULTANEOUS_S:
+        return raised[timed[0][1]]
+    return None
+
+
+def _earlier(a: Observation, b: Observation) -> bool:
+    if a.line.time is not None and b.line.time is not None:
+        return a.line.time < b.line.time
+    return (a.line.source, a.line.lineno) < (b.line.source, b.line.lineno)
