@@ -49,7 +49,8 @@ class JobFailureView:
 
 def job_label(view: JobFailureView) -> str:
     """`job 1234 (train-llama) on cluster c1, attempt 2` — the words every message starts with."""
-    name = f" ({view.job_name})" if view.job_name else ""
+    named = view.job_name and not view.job_id.endswith(view.job_name)  # k8s: the id is namespace/name
+    name = f" ({view.job_name})" if named else ""
     attempt = f", attempt {view.attempt}" if view.attempt else ""
     return f"job {view.job_id}{name} on {view.cluster}{attempt}"
 

@@ -63,17 +63,27 @@ class ClusterActionService:
         """Drain `host`; the reason names the incident and its class (`ncclbot #12: network-ib-rdma`)."""
         text = self._reason(reason, incident_id)
         return self._act(
-            actor, "node-drain", host, cluster, incident_id, {"reason": text},
+            actor,
+            "node-drain",
+            host,
+            cluster,
+            incident_id,
+            {"reason": text},
             lambda actions, dry: actions.drain(host, text, dry_run=dry),
-        )  # fmt: skip
+        )
 
     def resume(
         self, actor: Actor, host: str, *, incident_id: int | None = None, cluster: str | None = None
     ) -> ActionOutcome:
         return self._act(
-            actor, "node-resume", host, cluster, incident_id, {},
+            actor,
+            "node-resume",
+            host,
+            cluster,
+            incident_id,
+            {},
             lambda actions, dry: actions.resume(host, dry_run=dry),
-        )  # fmt: skip
+        )
 
     def requeue(
         self,
@@ -86,9 +96,14 @@ class ClusterActionService:
     ) -> ActionOutcome:
         """Requeue `job_id` so that it never lands on the `exclude` nodes again."""
         return self._act(
-            actor, "job-requeue", job_id, cluster, incident_id, {"exclude": list(exclude)},
+            actor,
+            "job-requeue",
+            job_id,
+            cluster,
+            incident_id,
+            {"exclude": list(exclude)},
             lambda actions, dry: actions.requeue(job_id, exclude=list(exclude), dry_run=dry),
-        )  # fmt: skip
+        )
 
     def _reason(self, reason: str | None, incident_id: int | None) -> str:
         given = (reason or "").strip()

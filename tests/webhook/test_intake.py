@@ -11,7 +11,8 @@ import pytest
 
 from bot.store import Store
 from bot.store.queue import WorkQueue
-from tests.store.conftest import _admin_execute, _postgres_admin_url
+from tests.conftest import need_service
+from tests.fixtures.postgres_server import postgres_bin, private_postgres
 from tests.webhook.harness import SECRET, Webhook, running_webhook, settings_for
 from tests.webhook.test_shapes import example
 
@@ -156,12 +157,22 @@ def test_a_bearer_token_is_accepted_for_alertmanager(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_the_database_down_is_503_and_nothing_is_acknowledged(postgres_url: str) -> None:
-    with running_webhook(settings_for(postgres_url)) as webhook:
+def test_the_database_down_is_503_and_once_it_is_back_events_are_accepted_and_posted() -> None:
+    need_service(
+        postgres_bin() is not None, "PostgreSQL binaries are not installed (.ci/services/postgres.sh)"
+    )
+    with private_postgres() as server, running_webhook(settings_for(server.url)) as webhook:
         assert webhook.send(example("generic")).status == 202
-        name = postgres_url.rsplit("/", 1)[1]
-        _admin_execute(_postgres_admin_url(), f'DROP DATABASE "{name}" WITH (FORCE)')
+        wait_for_posts(webhook, 1)
+        server.stop()
         answer = webhook.send({**example("generic"), "job_id": "48214"})
         assert answer.status == 503
         assert answer.body["error"].startswith("the database is unavailable, nothing was accepted")
         assert answer.headers.get("Retry-After") == "30"
+        server.start()
+        deadline = time.monotonic() + 30
+        while (again := webhook.send({**example("generic"), "job_id": "48214"})).status == 503:
+            assert time.monotonic() < deadline, again.body  # the pool reconnects
+            time.sleep(0.5)
+        assert again.status == 202
+        wait_for_posts(webhook, 2)
