@@ -4,6 +4,7 @@ examples are the README's (tests/webhook/examples/)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,16 @@ def test_a_missing_required_field_is_named() -> None:
 def test_a_bad_slurm_host_list_is_refused() -> None:
     with pytest.raises(JobError, match="host list"):
         to_events({**example("slurm"), "node_list": "gpu-[1-"}, {})
+
+
+def readme_payloads() -> list[str]:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Failed jobs post themselves", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```json\n(.+?)\n```", section, re.DOTALL)
+
+
+def test_every_payload_the_readme_shows_is_accepted() -> None:
+    payloads = readme_payloads()
+    assert len(payloads) == 3
+    shapes = [to_events(json.loads(text), {})[0] for text in payloads]
+    assert shapes == ["generic", "generic", "slurm"]
