@@ -75,6 +75,9 @@ class Settings(BaseSettings):
         default_factory=list, validation_alias=_env("webhook_log_roots")
     )
     webhook_workers: int = Field(2, ge=1, le=32, validation_alias=_env("webhook_workers"))
+    # How long a worker holds an event without renewing its lease (it renews every third of it): after
+    # a crash, the next start or another replica takes the event over within this time.
+    webhook_lease_s: int = Field(60, ge=2, le=3600, validation_alias=_env("webhook_lease_s"))
 
     # Job sources and cluster actions (bot.jobs). `job_sources` maps a cluster to a source kind
     # (slurm, directory, kubernetes), `*` for any other cluster; `cluster_actions` likewise (slurm,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.server.context import ServerContext
 from bot.services.job_failure import KIND, JobFailureService
 from bot.services.worker import QueueWorker
-from bot.store import Store
+from bot.store import Store, StoreError
+from bot.store.engine import database_error_reason
 from bot.store.queue import WorkQueue
 from bot.webhook.auth import WebhookAuth
 from bot.webhook.intake import JobFailedIntake
@@ -32,6 +36,15 @@ class _StoreCloser:
         self.store.close()
 
 
+def _queue_problem(queue: WorkQueue) -> str | None:
+    """Readiness: the queue's database answers (else the webhook would answer 503)."""
+    try:
+        queue.stats()
+    except (SQLAlchemyError, StoreError) as error:
+        return f"job-failed queue: {database_error_reason(error)}"
+    return None
+
+
 def plug(context: ServerContext) -> None:
     settings = context.settings
     secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
@@ -44,10 +57,16 @@ def plug(context: ServerContext) -> None:
     store = Store.open(settings.database_url)
     queue = WorkQueue(store)
     service = JobFailureService(settings, store, context.outlet)
-    worker = QueueWorker(queue, {KIND: JobFailedHandler(service)}, threads=settings.webhook_workers)
+    worker = QueueWorker(
+        queue,
+        {KIND: JobFailedHandler(service)},
+        threads=settings.webhook_workers,
+        lease=timedelta(seconds=settings.webhook_lease_s),
+    )
     worker.name = "webhook-worker"
     context.add_background(_StoreCloser(store))
     context.add_background(worker)
+    context.add_readiness_check("webhook-queue", lambda: _queue_problem(queue))
     context.add_blueprint(
         blueprint(JobFailedIntake(auth, queue, max_bytes=settings.webhook_max_bytes, on_enqueued=worker.wake))
     )
