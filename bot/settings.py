@@ -129,6 +129,20 @@ class Settings(BaseSettings):
             mapping[cluster.strip()] = kind.strip()
         return mapping
 
+    @field_validator("job_sources")
+    @classmethod
+    def _known_sources(cls, value: dict[str, str]) -> dict[str, str]:
+        from bot.jobs.sources import SOURCES  # the registry is the list of kinds
+
+        return _known_kinds(value, set(SOURCES))
+
+    @field_validator("cluster_actions")
+    @classmethod
+    def _known_actions(cls, value: dict[str, str]) -> dict[str, str]:
+        from bot.jobs.actions import ACTIONS, NO_ACTIONS
+
+        return _known_kinds(value, {*ACTIONS, NO_ACTIONS})
+
     @field_validator("slack_api_url")
     @classmethod
     def _api_url(cls, value: str) -> str:
@@ -154,6 +168,13 @@ class Settings(BaseSettings):
     @property
     def slack_enabled(self) -> bool:
         return self.slack_bot_token is not None and self.slack_signing_secret is not None
+
+
+def _known_kinds(mapping: dict[str, str], known: set[str]) -> dict[str, str]:
+    for cluster, kind in mapping.items():
+        if kind not in known:
+            raise ValueError(f"{cluster}={kind}: unknown kind; known: {', '.join(sorted(known))}")
+    return mapping
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -8,9 +8,10 @@ import json
 import sys
 from typing import Any
 
+from bot.cli import UsageError
 from bot.jobs.model import ActionError, ActionOutcome, JobError
 from bot.services.cluster_actions import Actor, ClusterActionService
-from bot.settings import load_settings
+from bot.settings import SettingsError, load_settings
 from bot.store import Store
 
 
@@ -50,10 +51,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 
-def _service(args: argparse.Namespace, store: Store) -> ClusterActionService:
-    return ClusterActionService(settings=load_settings(), store=store, dry_run=args.dry_run)
-
-
 def run_node(args: argparse.Namespace) -> int:
     def act(service: ClusterActionService) -> ActionOutcome:
         if args.node_action == "drain":
@@ -75,10 +72,13 @@ def run_job(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, act: Any) -> int:
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except SettingsError as error:
+        raise UsageError(f"settings: {error}") from None
     try:
         with Store.open(settings.database_url) as store:
-            outcome = act(_service(args, store))
+            outcome = act(ClusterActionService(settings=settings, store=store, dry_run=args.dry_run))
     except ActionError as error:
         print(f"ncclbot: {error}", file=sys.stderr)
         return 1

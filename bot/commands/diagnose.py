@@ -18,7 +18,7 @@ from bot.render.diagnosis_text import render_diagnosis
 from bot.render.progress import input_progress
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.job_logs import fetch_job_logs
-from bot.settings import load_settings
+from bot.settings import SettingsError, load_settings
 from matcher.reading.read import ReadLimits
 
 
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ncclbot-job-") as scratch:
         try:
             fetched = fetch_job_logs(load_settings(), JobRef(args.job_id, args.cluster), Path(scratch))
-        except JobError as error:
+        except (JobError, SettingsError) as error:
             raise UsageError(str(error)) from None
         for note in fetched.info.notes:
             print(f"ncclbot: note: {note}", file=sys.stderr)

@@ -79,3 +79,13 @@ def test_the_directory_source_refuses_ids_that_would_leave_the_template(job_id: 
 def test_bad_templates_are_refused(template: str, reason: str) -> None:
     with pytest.raises(JobError, match=re.escape(reason) if "(" in reason else reason):
         check_template(template)
+
+
+def test_an_unknown_job_source_or_action_kind_is_refused_when_the_settings_are_read(tmp_path: Path) -> None:
+    result = run_cli("node", "drain", "gpu-node-017", "--dry-run", env={"NCCLBOT_JOB_SOURCES": "a=slrum"})
+    assert result.returncode == 2
+    assert result.stderr.decode().startswith(
+        "ncclbot: settings: job_sources: Value error, a=slrum: unknown kind"
+    )
+    result = run_cli("diagnose", "--job-id", "1", env={"NCCLBOT_CLUSTER_ACTIONS": "b=k8s"})
+    assert result.returncode == 2 and b"b=k8s: unknown kind; known: kubernetes, none, slurm" in result.stderr
