@@ -46,15 +46,10 @@ ACTIONS: dict[str, Callable[[Settings], ClusterActions]] = {"slurm": _slurm, "ku
 def actions_for(settings: Settings, cluster: str | None) -> ClusterActions:
     """The configured actions, else those of the cluster's job source kind when it has any."""
     kind = kind_for(settings.cluster_actions, cluster) or kind_for(settings.job_sources, cluster)
-    if (
-        kind is None
-        or kind == NO_ACTIONS
-        or (kind not in ACTIONS and kind_for(settings.cluster_actions, cluster) is None)
-    ):
-        raise JobError(
-            f"no cluster actions configured for cluster {cluster or '(none)'} (NCCLBOT_CLUSTER_ACTIONS)"
-        )
-    factory = ACTIONS.get(kind)
+    factory = ACTIONS.get(kind or NO_ACTIONS)
     if factory is None:
-        raise JobError(f"unknown cluster actions {kind!r}; known: {', '.join(sorted(ACTIONS))}, {NO_ACTIONS}")
+        why = f" (a {kind} job source has none)" if kind not in (None, NO_ACTIONS) else ""
+        raise JobError(
+            f"no cluster actions for cluster {cluster or '(none)'}{why}: set NCCLBOT_CLUSTER_ACTIONS"
+        )
     return factory(settings)

@@ -121,7 +121,7 @@ class JobFailureService:
                 paths = []
                 for name, content in failure.logs:
                     target = Path(scratch) / name
-                    target.write_text(content, encoding="utf-8", errors="replace")
+                    target.write_text(content, encoding="utf-8", errors="replace")  # lone surrogates
                     paths.append(str(target))
                 return self._read(failure, paths)
         if failure.log_paths:

@@ -194,6 +194,15 @@ class JobFailedEvent(BaseModel):
     def _nodes(cls, value: list[str]) -> list[str]:
         return _hosts(value)
 
+    @field_validator("logs")
+    @classmethod
+    def _distinct_names(cls, value: list[InlineLog]) -> list[InlineLog]:
+        names_seen = [log.name for log in value]
+        twice = sorted({name for name in names_seen if names_seen.count(name) > 1})
+        if twice:
+            raise ValueError(f"two logs are named {twice[0]!r}: each inline log needs its own name")
+        return value
+
     @field_validator("log_paths")
     @classmethod
     def _absolute(cls, value: list[str]) -> list[str]:

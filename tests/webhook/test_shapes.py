@@ -85,6 +85,10 @@ def test_a_bare_diagnosis_names_its_job_in_the_query_string() -> None:
         ({"nodes": ["gpu-node-017", "bad host"]}, "nodes"),
         ({"logs": [{"name": "../../etc/passwd", "text": "x"}]}, "logs.0.name"),
         ({"log_paths": ["relative/path"]}, "log_paths"),
+        (
+            {"logs": [{"name": "rank0.log", "text": "a"}, {"name": "rank0.log", "text": "b"}]},
+            "two logs are named",
+        ),
         ({"attempt": -1}, "attempt"),
         ({"channel": "<!channel>"}, "channel"),
         (
