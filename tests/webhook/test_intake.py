@@ -176,3 +176,32 @@ def test_the_database_down_is_503_and_once_it_is_back_events_are_accepted_and_po
             time.sleep(0.5)
         assert again.status == 202
         wait_for_posts(webhook, 2)
+
+
+def test_hostile_log_text_is_diagnosed_and_posted_without_pinging_anyone(tmp_path: Path) -> None:
+    text = "<!channel> \ud800 [rank0]: torch.OutOfMemoryError: CUDA out of memory. <https://evil|docs>\n"
+    event = {
+        "cluster": "c1",
+        "job_id": "5",
+        "job_name": "<@U123> run",
+        "logs": [{"name": "r0.log", "text": text}],
+    }
+    with running_webhook(settings_for(f"sqlite:///{tmp_path / 's.db'}")) as webhook:
+        assert webhook.send(event).status == 202
+        wait_for_posts(webhook, 1)
+        [post] = webhook.outlet.top_level()
+    # What Slack parses as mrkdwn: the fallback text and every mrkdwn field (plain_text is shown as is).
+    parsed = [post.message.text, *mrkdwn_fields(post.message.blocks)]
+    assert "cuda/oom" in post.message.text
+    assert len(parsed) > 3
+    for text in parsed:
+        assert "<!channel>" not in text and "<@U123>" not in text and "<https://evil" not in text
+
+
+def mrkdwn_fields(node: object) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["text"]] if node.get("type") == "mrkdwn" else []
+        return own + [t for value in node.values() for t in mrkdwn_fields(value)]
+    if isinstance(node, list | tuple):
+        return [t for value in node for t in mrkdwn_fields(value)]
+    return []
