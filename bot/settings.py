@@ -52,6 +52,8 @@ class Settings(BaseSettings):
         "https://slack.com/api/", validation_alias=AliasChoices("slack_api_url", "SLACK_API_URL")
     )
     default_channel: str | None = Field(None, validation_alias=_env("default_channel"))
+    # Without a Slack bot token, messages can go to a JSON-lines file instead (bot.services.file_outlet).
+    outlet_file: Path | None = Field(None, validation_alias=_env("outlet_file"))
     # Who may press Probe / Drain / Resolve / Requeue: Slack user ids and user-group ids.
     admin_users: Annotated[list[str], NoDecode] = Field(
         default_factory=list, validation_alias=_env("admin_users")

@@ -9,6 +9,7 @@ from types import FrameType
 
 from bot.server.app import create_app, load_plugins
 from bot.server.context import ServerContext
+from bot.services.file_outlet import FileOutlet
 from bot.services.outlet import InMemoryOutlet, Outlet
 from bot.settings import Settings
 
@@ -26,6 +27,9 @@ def build_outlet(settings: Settings) -> Outlet:
         from bot.slack.outlet import SlackOutlet  # only imported when Slack is configured
 
         return SlackOutlet.from_settings(settings)
+    if settings.outlet_file is not None:
+        log.warning("SLACK_BOT_TOKEN is not set: messages go to %s", settings.outlet_file)
+        return FileOutlet(settings.outlet_file)
     log.warning("SLACK_BOT_TOKEN is not set: messages are not posted anywhere")
     return InMemoryOutlet()
 
