@@ -157,3 +157,62 @@ def test_without_a_url_it_reports_nothing_and_still_succeeds(tmp_path: Path) -> 
     run_epilog(config, JOBCOMP_FAILED)
     assert not (tmp_path / "spool").exists()
     assert os.listdir(tmp_path) == ["empty.conf"]
+
+
+EPILOG_ENV = {
+    "SLURM_JOB_ID": "4300",
+    "SLURM_JOB_NAME": "llama",
+    "SLURM_JOB_USER": "alice",
+    "SLURM_JOB_PARTITION": "gpu",
+    "SLURM_JOB_NODELIST": "gpu-node-[017-018]",
+    "SLURM_JOB_WORK_DIR": "/nonexistent/run",
+    "SLURM_JOB_STDOUT": "/nonexistent/run/slurm-%j.out",
+    "SLURM_JOB_RESTART_COUNT": "0",
+    "SLURM_CLUSTER_NAME": "prod-a",
+    "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld",
+}
+
+
+def completing(reason: str, exit_code: str) -> str:
+    """`scontrol show job` while the epilog runs (recorded on 22.05: the final state is not set yet)."""
+    return (
+        "JobId=4300 JobName=llama\n   UserId=alice(1001) GroupId=alice(1001) MCS_label=N/A\n"
+        f"   JobState=COMPLETING Reason={reason} Dependency=(null)\n"
+        f"   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode={exit_code}\n"
+        "   NodeList=(null)\n   BatchHost=gpu-node-017\n   WorkDir=/nonexistent/run\n"
+        "   StdOut=/nonexistent/run/slurm-4300.out\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "exit_code", "code2", "reported"),
+    [
+        ("NonZeroExitCode", "1:0", "1:0", "FAILED"),
+        ("TimeLimit", "0:0", "0:0", "TIMEOUT"),  # the epilog runs before the kill: only Reason says it
+        ("NodeDown", "0:0", "0:0", "NODE_FAIL"),
+        ("None", "0:0", "0:0", None),
+    ],
+)
+def test_the_epilog_tells_failures_from_the_reason_while_the_job_is_completing(
+    tmp_path: Path, reason: str, exit_code: str, code2: str, reported: str | None
+) -> None:
+    from tests.jobs.fake_slurm import fake_slurm
+
+    slurm = fake_slurm(tmp_path)
+    slurm.answer("scontrol", "show job 4300", completing(reason, exit_code))
+    config, spool = write_config(
+        tmp_path, "http://127.0.0.1:9/webhooks/job-failed", SCONTROL=str(slurm.bin_dir / "scontrol")
+    )
+    run_epilog(config, {**EPILOG_ENV, "SLURM_JOB_EXIT_CODE2": code2})
+    events = [json.loads(p.read_text())["event"] for p in spooled(spool)]
+    if reported is None:
+        assert events == []
+        return
+    [event] = events
+    assert (event["state"], event["job_id"], event["node_list"], event["cluster"]) == (
+        reported,
+        "4300",
+        "gpu-node-[017-018]",
+        "prod-a",
+    )
+    assert event["std_out"] == "/nonexistent/run/slurm-4300.out"  # scontrol's, expanded
