@@ -1,11 +1,13 @@
 """End to end on the real single-node Slurm: a job prints a 16-rank NCCL watchdog failure and exits 1;
-the EpilogSlurmctld hook (deploy/slurm/ncclbot-epilog.py) posts the signed webhook to the running bot;
-the bot reads the job through the slurm job source, diagnoses and posts; the node is drained and the
-job requeued away from it through the same service the Slack buttons call."""
+the EpilogSlurmctld hook (deploy/slurm/ncclbot-epilog.py) posts the signed webhook to a running
+`ncclbot serve`; the bot reads the job through the slurm job source, diagnoses and posts (to a JSON-lines
+outlet the test reads); the node is drained and the job requeued away from it through the same service
+the Slack buttons call."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -14,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from bot.services.cluster_actions import Actor, ClusterActionService
+from bot.settings import Settings
 from bot.store import Store
 from bot.store.queue import WorkQueue
 from tests.fixtures.multirank import write_job
 from tests.jobs.test_slurm_cluster import NODE, sbatch, wait_for_state
-from tests.webhook.harness import SECRET, Webhook, running_webhook, settings_for
+from tests.server.helpers import running_server
+from tests.webhook.harness import SECRET
 from tests.webhook.slurm_epilog import epilog_dir, installed_epilog
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -38,14 +42,27 @@ def job_with_nccl_failure(folder: Path) -> str:
     return "cat failure.txt\nexit 1\n"
 
 
-def post_for(webhook: Webhook, job: str, timeout: float = 90.0) -> dict[str, object]:
+def server_env(database_url: str, outlet: Path, **extra: str) -> dict[str, str]:
+    return {
+        "NCCLBOT_DATABASE_URL": database_url,
+        "NCCLBOT_WEBHOOK_SECRET": SECRET,
+        "NCCLBOT_DEFAULT_CHANNEL": "C0INCIDENTS",
+        "NCCLBOT_OUTLET_FILE": str(outlet),
+        "SLURM_CONF": os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"),  # for the slurm job source
+        **extra,
+    }
+
+
+def post_for(outlet: Path, job: str, timeout: float = 90.0) -> dict[str, str]:
+    """The top-level message naming `job` (text and blocks as JSON), once the server wrote it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for posted in webhook.outlet.top_level():
-            if f"job {job} " in posted.message.text:
-                return {"text": posted.message.text, "blocks": json.dumps(posted.message.blocks)}
+        lines = [json.loads(line) for line in outlet.read_text().splitlines()] if outlet.exists() else []
+        for line in lines:
+            if line["op"] == "post" and line["thread_ts"] is None and f"job {job} " in line["text"]:
+                return {"text": line["text"], "blocks": json.dumps(line["blocks"])}
         time.sleep(0.2)
-    raise AssertionError(f"nothing posted for job {job} within {timeout} s; posts: {webhook.outlet.posted}")
+    raise AssertionError(f"nothing posted for job {job} within {timeout} s")
 
 
 def test_a_failed_slurm_job_posts_its_diagnosis_then_its_node_is_drained_and_the_job_requeued(
@@ -55,22 +72,22 @@ def test_a_failed_slurm_job_posts_its_diagnosis_then_its_node_is_drained_and_the
     workdir = tmp_path / "llama runs"
     workdir.mkdir()
     script = job_with_nccl_failure(workdir)
-    settings = settings_for(f"sqlite:///{tmp_path / 'bot.db'}", admin_users=["UONCALL"])
+    database_url, outlet = f"sqlite:///{tmp_path / 'bot.db'}", tmp_path / "messages.jsonl"
     with (
-        running_webhook(settings) as webhook,
-        installed_epilog(tmp_path, webhook.url + "/webhooks/job-failed", SECRET),
+        running_server(server_env(database_url, outlet)) as server,
+        installed_epilog(tmp_path, server.url + "/webhooks/job-failed", SECRET),
     ):
         job = sbatch(workdir, script, "--job-name=llama pretrain", "--output=%x-%j.out")
         wait_for_state(job, {"FAILED"})
-        posted = post_for(webhook, job)
+        posted = post_for(outlet, job)
     assert f"FAILED (exit 1): job {job} (llama pretrain) on ncclbot-test" in str(posted["text"])
     assert "timeout/straggler-input" in str(posted["text"])
     assert f"culprit {CULPRIT_HOST}" in str(posted["text"])
     assert "rank 11" in str(posted["blocks"]) and f"*Nodes:* {NODE}" in str(posted["blocks"])
 
-    with Store.open(settings.database_url) as store:
+    with Store.open(database_url) as store:
         [incident] = store.incidents()
-        service = ClusterActionService(settings, store)
+        service = ClusterActionService(Settings(admin_users=["UONCALL"]), store)
         oncall = Actor(id="UONCALL", via="slack")
         try:
             service.drain(oncall, NODE, incident_id=incident.id, cluster="ncclbot-test")
@@ -96,24 +113,25 @@ def test_with_ncclbot_on_the_controller_only_the_diagnosis_travels(tmp_path: Pat
     script = job_with_nccl_failure(workdir)
     # The bot itself can read no logs here (a log folder that does not exist): a diagnosed message
     # can only come from the diagnosis the epilog made next to the logs.
-    settings = settings_for(
-        f"sqlite:///{tmp_path / 'bot.db'}",
-        job_sources={"*": "directory"},
-        job_log_template=str(tmp_path / "nowhere/{job_id}"),
+    database_url, outlet = f"sqlite:///{tmp_path / 'bot.db'}", tmp_path / "messages.jsonl"
+    env = server_env(
+        database_url,
+        outlet,
+        NCCLBOT_JOB_SOURCES="*=directory",
+        NCCLBOT_JOB_LOG_TEMPLATE=str(tmp_path / "nowhere/{job_id}"),
     )
     ncclbot = Path(sys.executable).with_name("ncclbot")
-    url = "/webhooks/job-failed"
     with (
-        running_webhook(settings) as webhook,
-        installed_epilog(tmp_path, webhook.url + url, SECRET, NCCLBOT_BIN=str(ncclbot)),
+        running_server(env) as server,
+        installed_epilog(tmp_path, server.url + "/webhooks/job-failed", SECRET, NCCLBOT_BIN=str(ncclbot)),
     ):
         job = sbatch(workdir, script, "--job-name=pretrain")
         wait_for_state(job, {"FAILED"})
-        posted = post_for(webhook, job)
+        posted = post_for(outlet, job)
     assert "timeout/straggler-input" in str(posted["text"]) and f"culprit {CULPRIT_HOST}" in str(
         posted["text"]
     )
-    with Store.open(settings.database_url) as store:
+    with Store.open(database_url) as store:
         [item] = [i for i in WorkQueue(store).items() if i.key.endswith(f"/{job}/0")]
     assert item.payload["received_as"] == "slurm"
     assert item.payload["diagnosis"]["diagnoses"][0]["class"] == "timeout/straggler-input"
