@@ -216,3 +216,30 @@ def test_the_epilog_tells_failures_from_the_reason_while_the_job_is_completing(
         "prod-a",
     )
     assert event["std_out"] == "/nonexistent/run/slurm-4300.out"  # scontrol's, expanded
+
+
+def test_the_shipped_example_config_reads_as_documented(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ncclbot_epilog", EPILOG)
+    assert spec is not None and spec.loader is not None
+    epilog = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(epilog)
+    secret = tmp_path / "webhook-secret"
+    secret.write_text("s3cret\n")
+    example = (
+        (EPILOG.parent / "epilog.conf.example")
+        .read_text()
+        .replace("/etc/ncclbot/webhook-secret", str(secret))
+    )
+    (tmp_path / "epilog.conf").write_text(example)
+    monkeypatch.setenv("NCCLBOT_EPILOG_CONFIG", str(tmp_path / "epilog.conf"))
+    monkeypatch.delenv("PATH")
+    values = epilog.settings()
+    assert values["NCCLBOT_WEBHOOK_URL"] == "http://ncclbot.example:3000/webhooks/job-failed"
+    assert values["NCCLBOT_WEBHOOK_SECRET"] == "s3cret"
+    assert values["NCCLBOT_EPILOG_SPOOL"] == "/var/spool/ncclbot-epilog"
+    assert "NCCLBOT_BIN" not in values  # commented out
+    assert os.environ["PATH"] == "/usr/local/bin:/usr/bin:/bin"  # handed to scontrol and ncclbot
