@@ -87,11 +87,17 @@ def test_a_jobset_is_found_by_its_own_label_in_the_namespace_named_by_the_job_id
     assert (fetched.info.attempt, fetched.info.exit_code, fetched.info.nodes) == (2, "1", ("gpu-node-021",))
 
 
+def test_a_jobsets_child_job_as_alerts_name_it_finds_the_same_pods(kube: FakeKube, tmp_path: Path) -> None:
+    source = KubernetesSource.from_settings(settings(kube, tmp_path))
+    fetched = source.fetch(JobRef("llm-sft-workers-0"), tmp_path)
+    assert [p.name for p in fetched.paths] == ["llm-sft-workers-0-0-x7k2p__node.log"]
+
+
 def test_an_unknown_job_is_not_found_and_a_bad_name_never_reaches_the_api(
     kube: FakeKube, tmp_path: Path
 ) -> None:
     source = KubernetesSource.from_settings(settings(kube, tmp_path))
-    with pytest.raises(JobNotFound, match="no pods of a PyTorchJob or JobSet named nope"):
+    with pytest.raises(JobNotFound, match="no pods of a PyTorchJob, JobSet or Job named nope"):
         source.fetch(JobRef("nope"), tmp_path)
     before = len(kube.state.requests)
     for bad in ("Bad_Name", "x/y/z", "../etc"):

@@ -97,6 +97,30 @@ def test_slurm_24_sacct_names_the_expanded_stdout_and_stderr(slurm: FakeSlurm, w
     assert "--format=JobID,JobIDRaw,JobName,User,State,ExitCode,NodeList,WorkDir,StdOut,StdErr" in sacct_call
 
 
+def test_with_slurmctld_down_accounting_still_answers(slurm: FakeSlurm, workdir: Path) -> None:
+    (workdir / "slurm-12.out").write_text("[rank0]: boom\n")
+    down = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+    slurm.answer("scontrol", "show job 12", stderr=down, status=1)
+    slurm.answer("sacct", "--version", "slurm 23.11.4\n")
+    slurm.answer("sacct", "--jobs=12", f"12|12|train|alice|FAILED|1:0|gpu-node-017|{workdir}\n")
+    assert source(slurm).lookup(JobRef("12")).log_paths == (str(workdir / "slurm-12.out"),)
+
+
+def test_with_slurmctld_and_slurmdbd_down_both_reasons_are_given(slurm: FakeSlurm) -> None:
+    slurm.answer("scontrol", "show job 12", stderr="Unable to contact slurm controller\n", status=1)
+    slurm.answer("sacct", "--version", "slurm 23.11.4\n")
+    slurm.answer(
+        "sacct",
+        "--jobs=12",
+        stderr="sacct: error: Problem talking to the database: Connection refused",
+        status=1,
+    )
+    with pytest.raises(
+        JobError, match=r"Unable to contact slurm controller; and sacct --jobs=12: .*Connection refused"
+    ):
+        source(slurm).lookup(JobRef("12"))
+
+
 def test_a_job_nobody_knows_is_not_found(slurm: FakeSlurm) -> None:
     slurm.answer("scontrol", "show job 99", stderr=INVALID, status=1)
     slurm.answer("sacct", "--version", "slurm-wlm 22.05.8\n")

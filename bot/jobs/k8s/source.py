@@ -18,7 +18,12 @@ from bot.jobs.k8s.client import REQUEST_TIMEOUT_S, api_error, core_api
 from bot.jobs.model import FetchedJob, JobError, JobInfo, JobNotFound, JobRef
 from bot.settings import Settings
 
-JOB_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
+# PyTorchJob, JobSet, and a batch Job (a JobSet's child job, as kube-state-metrics' job_name names it).
+JOB_LABELS = (
+    "training.kubeflow.org/job-name",
+    "jobset.sigs.k8s.io/jobset-name",
+    "batch.kubernetes.io/job-name",
+)
 RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 MAX_LOG_BYTES = 256 * 1024 * 1024
 
@@ -114,7 +119,7 @@ class KubernetesSource:
                 raise JobError(f"listing the pods of {namespace}/{name} failed: {api_error(error)}") from None
             if listed.items:
                 return list(listed.items)
-        raise JobNotFound(f"no pods of a PyTorchJob or JobSet named {name} in namespace {namespace}")
+        raise JobNotFound(f"no pods of a PyTorchJob, JobSet or Job named {name} in namespace {namespace}")
 
     def _write_log(self, namespace: str, log: ContainerLog, scratch: Path) -> Path:
         try:

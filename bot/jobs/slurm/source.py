@@ -88,9 +88,13 @@ class SlurmSource:
             if records:
                 return self._from_scontrol(job_id, records, ref.cluster)
         message = first_line(shown)
-        if "invalid job id" not in message.lower():
-            raise JobError(f"scontrol show job {job_id}: {message}")
-        return self.accounting(ref)
+        if "invalid job id" in message.lower():
+            return self.accounting(ref)
+        # slurmctld down or busy: accounting (slurmdbd) may still know the job.
+        try:
+            return self.accounting(ref)
+        except JobError as error:
+            raise JobError(f"scontrol show job {job_id}: {message}; and {error}") from None
 
     # -- scontrol -------------------------------------------------------------------------------------
 
