@@ -28,11 +28,15 @@ class ActionDenied(JobError):
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """Who asks: a Slack user id (with the user groups the Slack side resolved), or a CLI operator."""
+    """Who asks: a Slack user id (with the user groups the Slack side resolved), or a CLI operator.
+
+    `admitted_by` names the front end's own permission check when it already ran one (the Slack app's
+    admin middleware resolves user groups through Slack's API, which this layer cannot call)."""
 
     id: str
     via: Via
     groups: frozenset[str] = frozenset()
+    admitted_by: str | None = None
 
     @classmethod
     def cli(cls) -> Actor:
@@ -47,7 +51,7 @@ class ClusterActionService:
     dry_run: bool | None = None  # None: the NCCLBOT_CLUSTER_ACTIONS_DRY_RUN setting
 
     def allowed(self, actor: Actor) -> bool:
-        if actor.via == "cli":
+        if actor.via == "cli" or actor.admitted_by is not None:
             return True
         return actor.id in self.settings.admin_users or bool(actor.groups & set(self.settings.admin_groups))
 
@@ -127,13 +131,10 @@ class ClusterActionService:
         run: Callable[[ClusterActions, bool], ActionOutcome],
     ) -> ActionOutcome:
         dry = self.settings.cluster_actions_dry_run if self.dry_run is None else self.dry_run
-        record: dict[str, object] = {
-            "target": target,
-            "cluster": cluster,
-            "via": actor.via,
-            "dry_run": dry,
-            **detail,
-        }
+        record: dict[str, object] = {"target": target, "cluster": cluster, "via": actor.via, "dry_run": dry}
+        if actor.admitted_by:
+            record["admitted_by"] = actor.admitted_by
+        record.update(detail)
         if not self.allowed(actor):
             self._audit(actor, action, incident_id, {**record, "outcome": "denied"})
             raise ActionDenied(

@@ -135,3 +135,16 @@ def test_the_cli_drains_resumes_and_requeues_through_the_same_service(
             "node-drain",
         ]
         assert all(e.actor.startswith("cli:") for e in store.audit_entries())
+
+
+def test_an_actor_the_front_end_already_admitted_may_act_and_the_audit_says_who_admitted_them(
+    store: Store, slurm: FakeSlurm
+) -> None:
+    group_member = Actor(id="UGROUPIE", via="slack", admitted_by="slack admin policy (user groups)")
+    service(store, slurm).drain(group_member, "gpu-node-017", reason="x")
+    [entry] = store.audit_entries(action="node-drain")
+    assert (entry.actor, entry.detail["admitted_by"], entry.detail["outcome"]) == (
+        "UGROUPIE",
+        "slack admin policy (user groups)",
+        "done",
+    )
