@@ -70,8 +70,10 @@ class HeldWarnings(logging.Handler):
         self.messages.append(record.getMessage())
 
     def flush_to_stderr(self) -> None:
+        from bot.render.messages import one_line
+
         for message in self.messages:
-            print(f"ncclbot: warning: {message}", file=sys.stderr)
+            print(f"ncclbot: warning: {one_line(message)}", file=sys.stderr)
         self.messages.clear()
 
 
@@ -87,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         held.flush_to_stderr()
         return status
     except (InputError, UsageError) as error:
-        print(f"ncclbot: {error}", file=sys.stderr)
+        from bot.render.messages import one_line
+
+        print(f"ncclbot: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ncclbot: interrupted", file=sys.stderr)
@@ -95,11 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as error:  # the promise is one line and status 1, not a traceback
+        from bot.render.messages import one_line
+
         if os.environ.get("NCCLBOT_DEBUG"):
             traceback.print_exc()
-        first_line = (str(error).strip().splitlines() or [""])[0]
         hint = "NCCLBOT_DEBUG=1 shows the traceback"
-        print(f"ncclbot: internal error: {type(error).__name__}: {first_line} ({hint})", file=sys.stderr)
+        reason = one_line(str(error))
+        print(f"ncclbot: internal error: {type(error).__name__}: {reason} ({hint})", file=sys.stderr)
         return 1
     finally:
         logger.removeHandler(held)

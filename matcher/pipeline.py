@@ -45,17 +45,25 @@ def diagnose(
     started = time.perf_counter()
     dumps: list[FRDump] = []
     dump_digests: list[tuple[str, str]] = []
+    unreadable_dumps: list[DumpFormatError] = []
 
     def text_sources() -> Iterator[Source]:
         for source in iter_sources(paths, limits, stdin=stdin):
             if source.kind == "flight-recorder":
-                dump = _load_flight_recorder(source, dump_digests)
+                dump = _load_flight_recorder(source, dump_digests, unreadable_dumps)
                 if dump is not None:
                     dumps.append(dump)
             else:
                 yield source
 
     scanned = scan(text_sources(), catalog or load_catalog(), limits, progress)
+    if unreadable_dumps and not dumps and not scanned.sources:
+        # Nothing but unreadable dumps: that is unusable input, not an `unknown` diagnosis.
+        first = unreadable_dumps[0]
+        more = (
+            f" (and {len(unreadable_dumps) - 1} more unreadable dumps)" if len(unreadable_dumps) > 1 else ""
+        )
+        raise InputError(f"{first}{more}")
     finding = analyze_dumps(dumps) if dumps else None
     # Evidence is printed, stored and posted: credentials echoed into a log stop here.
     diagnosis = redact_diagnosis(analyze(scanned, finding))
@@ -64,18 +72,20 @@ def diagnose(
     return PipelineResult(diagnosis=diagnosis, input_digest=input_digest(scanned, dump_digests))
 
 
-def _load_flight_recorder(source: Source, digests: list[tuple[str, str]]) -> FRDump | None:
-    """A crashed rank often leaves an empty or cut dump: that one is skipped with a warning, the others
-    still count. A dump that tries to run code (UnsafeDumpError) fails the whole diagnosis."""
+def _load_flight_recorder(
+    source: Source, digests: list[tuple[str, str]], unreadable: list[DumpFormatError]
+) -> FRDump | None:
+    """A crashed rank often leaves an empty or cut dump, and a hostile one may be too large to read: that
+    one is skipped with a warning, the others still count. A dump that tries to run code
+    (UnsafeDumpError) fails the whole diagnosis."""
     with source.opener() as stream:
         data = stream.read(MAX_DUMP_BYTES + 1)
-    if len(data) > MAX_DUMP_BYTES:
-        raise InputError(f"{source.name}: Flight Recorder dump larger than {MAX_DUMP_BYTES} bytes")
     digests.append((source.name, hashlib.sha256(data).hexdigest()))
     try:
         return load_dump(data, source.name, rank=source.rank)
     except DumpFormatError as error:
         log.warning("%s", error)
+        unreadable.append(error)
         return None
 
 

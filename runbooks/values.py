@@ -16,6 +16,7 @@ import unicodedata
 from collections.abc import Mapping
 
 from matcher.analysis.addresses import is_placeholder_host
+from matcher.analysis.redact import redact
 from matcher.model import KNOWN_FIELDS, FieldValue
 
 CULPRIT_FIELDS = frozenset({"culprit_host", "culprit_rank"})
@@ -118,14 +119,26 @@ _HOST_VALUES = ("culprit_host", "host", "node", "peer", "peer_host", "ip")
 
 # NCCL writes socket addresses as host<port>; others write host:port or [ipv6]:port.
 _PEER_PORT = re.compile(r"^\[?(?P<host>[^\[\]<>]+?)\]?(?:<\d+>|(?<!:):\d+)?$")
+# A peer written as a URL (`https://user:password@10.0.0.2`): the host is what follows the scheme and the
+# userinfo, so that neither ever reaches a suggested command.
+_URL_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#]*@)?(?P<authority>[^/?#@]*)")
 
 
 def _peer_host(peer: str) -> str | None:
-    match = _PEER_PORT.match(peer.strip())
+    peer = peer.strip()
+    url = _URL_AUTHORITY.match(peer)
+    if url:
+        peer = url.group("authority")
+    match = _PEER_PORT.match(peer)
     if not match:
         return None
     # A bare IPv6 address keeps its colons: only a single colon before the final digits is a port.
     return match.group("host") or None
+
+
+# A log can say `Timeout(ms)=` followed by hundreds of digits: such a number is no value worth showing
+# (and Python refuses to print ints beyond 4300 digits, or to turn them into floats past 1e308).
+_MAX_DIGITS = 30
 
 
 def _format_number(value: float) -> str:
@@ -138,7 +151,7 @@ def _as_string(value: object) -> str | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return str(value)
+        return str(value) if abs(value) < 10**_MAX_DIGITS else None
     if isinstance(value, float):
         return _format_number(value) if math.isfinite(value) else None
     if isinstance(value, str):
@@ -149,12 +162,14 @@ def _as_string(value: object) -> str | None:
 def _as_float(value: object) -> float | None:
     if isinstance(value, bool):
         return None
+    if isinstance(value, int) and abs(value) >= 10**_MAX_DIGITS:
+        return None
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
         try:
             number = float(value.strip())
-        except ValueError:
+        except (ValueError, OverflowError):
             return None
     else:
         return None
@@ -198,9 +213,10 @@ def prepare(facts: Mapping[str, FieldValue]) -> dict[str, str]:
 
 
 def text_value(raw: str) -> str | None:
-    """One printable line of at most MAX_VALUE_CHARS, or None when nothing printable is left."""
+    """One printable line of at most MAX_VALUE_CHARS without credentials, or None when nothing printable
+    is left."""
     kept = []
-    for char in raw:
+    for char in redact(raw):
         category = unicodedata.category(char)
         if category in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}:
             kept.append(" ")
@@ -215,7 +231,8 @@ def text_value(raw: str) -> str | None:
 
 
 def command_value(raw: str) -> str | None:
-    """The value as one shell word, or None when it is not plainly safe to put into a command."""
-    if len(raw) > MAX_VALUE_CHARS or not _COMMAND_SAFE.match(raw):
+    """The value as one shell word, or None when it is not plainly safe to put into a command (a URL, or
+    anything that carries a credential, is not)."""
+    if len(raw) > MAX_VALUE_CHARS or not _COMMAND_SAFE.match(raw) or "://" in raw or redact(raw) != raw:
         return None
     return shlex.quote(raw)

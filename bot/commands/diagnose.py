@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from dataclasses import replace
@@ -14,6 +13,7 @@ from rich.console import Console
 
 from bot.cli import UsageError
 from bot.jobs.model import JobError, JobRef
+from bot.render import json_text
 from bot.render.diagnosis_text import render_diagnosis
 from bot.render.progress import input_progress
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
@@ -86,8 +86,7 @@ def _diagnose(args: argparse.Namespace, paths: list[str]) -> int:
             )
         )
     if args.json:
-        json.dump(outcome.to_json(), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        json_text.dump(outcome.to_json(), sys.stdout)
     else:
         console = Console(highlight=False, soft_wrap=False)
         render_diagnosis(

@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bot.cli import UsageError
+from bot.render.safe_text import strip_controls
 from bot.services.probe import LauncherConfigs, run_probe
 from probes.bisect import BisectResult, bisect
 from probes.launchers import VIAS, KubernetesConfig, LaunchError, SlurmConfig, SshConfig
@@ -67,7 +69,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     def on_progress(line: str) -> None:
         if not args.quiet:
-            console.print(f"[dim]probe:[/] {line}")
+            console.print(f"[dim]probe:[/] {_safe(line)}")
 
     keys = args.ssh_key or [k for k in [os.environ.get("NCCLBOT_SSH_KEY")] if k]
     ssh_config = SshConfig(
@@ -115,14 +117,20 @@ def _handle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _safe(text: object) -> str:
+    """Remote output (kernel log lines, ssh errors, node names) inside Rich markup: shown as text, never
+    interpreted as markup or as terminal escapes."""
+    return escape(strip_controls(str(text)))
+
+
 def render(result: ProbeResult, console: Console) -> None:
-    hosts = ", ".join(result.hosts) or result.host
+    hosts = _safe(", ".join(result.hosts) or result.host)
     console.print(
         f"[{STYLE[result.verdict]}]{result.verdict.upper()}[/]  {result.backend}, {result.world_size} ranks"
         f" on {hosts}" + (f", launched via {result.launcher}" if result.launcher else "")
     )
     for reason in result.reasons:
-        console.print(f"  • {reason}")
+        console.print(f"  • {_safe(reason)}")
     if result.results:
         table = Table(title="allreduce (busbw = algbw × 2(n−1)/n)")
         for column in ("size", "time (µs)", "algbw GB/s", "busbw GB/s", "correct"):
@@ -138,14 +146,16 @@ def render(result: ProbeResult, console: Console) -> None:
             )
         console.print(table)
     if result.baseline_busbw_gbps is not None:
-        console.print(f"baseline for {result.sku}: {result.baseline_busbw_gbps:.0f} GB/s busbw")
+        console.print(f"baseline for {_safe(result.sku)}: {result.baseline_busbw_gbps:.0f} GB/s busbw")
     if result.links:
         links = Table(title="ring send/recv")
         for column in ("hop", "GB/s", "data"):
             links.add_column(column)
         for link in result.links:
             links.add_row(
-                f"{link.src} → {link.dst}", f"{link.gbps:.3f}", "ok" if link.correct else "[red]WRONG[/]"
+                _safe(f"{link.src} → {link.dst}"),
+                f"{link.gbps:.3f}",
+                "ok" if link.correct else "[red]WRONG[/]",
             )
         console.print(links)
     if result.checks:
@@ -154,7 +164,12 @@ def render(result: ProbeResult, console: Console) -> None:
             checks.add_column(column, overflow="fold")
         for check in result.checks:
             style = CHECK_STYLE.get(check.status, "")
-            checks.add_row(check.host or "", check.name, f"[{style}]{check.status}[/]", check.evidence)
+            checks.add_row(
+                _safe(check.host or ""),
+                _safe(check.name),
+                f"[{style}]{_safe(check.status)}[/]",
+                _safe(check.evidence),
+            )
         console.print(checks)
 
 

@@ -7,15 +7,17 @@ resolve and whether fixes held. The weekly digest will post the same figures.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bot.commands.store import add_database_option, positive_days, store_errors_as_usage_errors
+from bot.render import json_text
+from bot.render.messages import field
 from bot.services.report import collect
 
 
@@ -47,25 +49,25 @@ def run(args: argparse.Namespace) -> int:
     with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
         report = collect(store, days=args.days, now=now)
     if args.json:
-        json.dump(report, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        json_text.dump(report, sys.stdout)
     else:
         print_report(Console(highlight=False, width=None if sys.stdout.isatty() else 120), report)
     return 0
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
-    table = Table(title=title, title_justify="left")
+    """Cells are plain `Text`, never markup: a node named `[link=https://...]` in the store stays text."""
+    table = Table(title=Text(title), title_justify="left")
     for column in columns:
-        table.add_column(column)
+        table.add_column(Text(column))
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(field(cell)) for cell in row))
     return table
 
 
 def print_report(console: Console, report: dict[str, Any]) -> None:
     days = report["days"]
-    console.print(f"Last {days} day(s) up to {report['as_of']}, against the {days} day(s) before")
+    console.print(Text(f"Last {days} day(s) up to {report['as_of']}, against the {days} day(s) before"))
     for key, label in (("recurrence_by_class", "class"), ("recurrence_by_node", "node")):
         rows = [[r["key"], str(r["count"]), str(r["previous"]), r["trend"]] for r in report[key]]
         console.print(_table(f"recurrence by {label}", [label, "now", "before", "trend"], rows))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from typing import Any
 
 import runbooks
 from bot.cli import UsageError
-from bot.render import runbook_text
+from bot.render import json_text, runbook_text
 from matcher.model import FieldValue
 from runbooks.values import DERIVED_FIELDS, PLACEHOLDER_FIELDS
 
@@ -63,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("runbook: give a CLASS (or --list to see them)")
     rendered = runbooks.render_for(args.class_id, _values(args.set))
     if args.json:
-        json.dump(rendered.to_json(), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        json_text.dump(rendered.to_json(), sys.stdout)
         return 0
     width = args.width or min(shutil.get_terminal_size((80, 24)).columns, 100)
     sys.stdout.write(runbook_text.render(rendered, width=width, brief=args.brief))

@@ -7,7 +7,6 @@ directory (bot.store.settings).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,9 +46,11 @@ def add_database_option(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def store_errors_as_usage_errors() -> Iterator[None]:
-    """Database problems become the CLI's one-line exit-2 errors instead of tracebacks (for any
-    command that opens the store, `ncclbot diagnose` included)."""
-    from sqlalchemy.exc import OperationalError
+    """Database problems become the CLI's one-line exit-2 errors instead of tracebacks or "internal
+    error" (for any command that opens the store): a corrupt or foreign SQLite file, a server that is
+    down, a driver that is not installed, a data directory that cannot be created."""
+    from alembic.util.exc import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
 
     from bot.cli import UsageError
     from bot.store import StoreError
@@ -59,18 +60,19 @@ def store_errors_as_usage_errors() -> Iterator[None]:
         yield
     except StoreError as error:
         raise UsageError(str(error)) from error
-    except OperationalError as error:
+    except (SQLAlchemyError, CommandError, OSError, ImportError) as error:
         raise UsageError(f"cannot use the database: {database_error_reason(error)}") from error
 
 
 def _print_json(document: Any) -> None:
-    json.dump(document, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    from bot.render import json_text
+
+    json_text.dump(document, sys.stdout)
 
 
 def _history(args: argparse.Namespace) -> int:
+    from bot.render.store_text import history_lines
     from bot.store import Store
-    from bot.store.records import human_utc
 
     with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
         occurrences = store.history(days=args.days, node=args.node, class_id=args.class_id)
@@ -86,40 +88,22 @@ def _history(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    for o in occurrences:
-        cost = "" if o.gpu_hours_lost is None else f"  ~{o.gpu_hours_lost:.1f} GPU-h"
-        job = f"job {o.job_id}" if o.job_id else "no job"
-        where = o.host or "-"
-        print(f"{human_utc(o.occurred_at)}  #{o.incident_id:<5} {o.class_id:<30} {where:<20} {job}{cost}")
-    scope = "".join(
-        (f" on {args.node}" if args.node else "", f" of {args.class_id}" if args.class_id else "")
-    )
-    print(f"{len(occurrences)} occurrence(s){scope} in the last {args.days} days")
-    if runs:
-        print("probe runs:")
-        for run in runs:
-            when = human_utc(run.started_at or run.recorded_at)
-            reasons = "; ".join(str(r) for r in run.result.get("reasons", []))
-            print(f"{when}  {run.host:<20} {run.verdict:<9} {reasons}")
+    for line in history_lines(occurrences, runs, node=args.node, class_id=args.class_id, days=args.days):
+        print(line)
     return 0
 
 
 def _incidents(args: argparse.Namespace) -> int:
+    from bot.render.store_text import incident_lines
     from bot.store import Store
-    from bot.store.records import human_utc
 
     with store_errors_as_usage_errors(), Store.open(args.database_url) as store:
         incidents = store.incidents(open_only=args.open)
     if args.json:
         _print_json({"incidents": [i.to_json() for i in incidents]})
         return 0
-    for i in incidents:
-        hosts = ",".join(i.culprit_hosts) or "-"
-        print(
-            f"#{i.id:<5} {i.status:<8} {i.class_id:<30} {hosts:<20} x{i.occurrences:<4} "
-            f"first {human_utc(i.first_seen)}  last {human_utc(i.last_seen)}"
-        )
-    print(f"{len(incidents)} {'open ' if args.open else ''}incident(s)")
+    for line in incident_lines(incidents, args.open):
+        print(line)
     return 0
 
 

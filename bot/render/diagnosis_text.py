@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from bot.render.safe_text import strip_controls
 from matcher.model import Diagnosis, Evidence
 
 EVIDENCE_SHOWN = 5
@@ -18,10 +19,9 @@ EXCERPT_CHARS = 220
 
 
 def _clean(text: str) -> str:
-    """Printable single-line excerpt: control characters (ANSI escapes included) become spaces, and runs
-    of spaces one."""
-    printable = "".join(ch if ch.isprintable() else " " for ch in text)
-    cleaned = " ".join(printable.split())  # progress bars pad with long runs of spaces
+    """Printable single-line excerpt: escape sequences and control characters out (`strip_controls`),
+    and runs of spaces one."""
+    cleaned = " ".join(strip_controls(text).split())  # progress bars pad with long runs of spaces
     return cleaned if len(cleaned) <= EXCERPT_CHARS else cleaned[: EXCERPT_CHARS - 1] + "…"
 
 
@@ -36,8 +36,9 @@ def _confidence_word(confidence: float) -> str:
 def headline(diagnosis: Diagnosis) -> Text:
     primary = diagnosis.primary
     line = Text()
-    line.append(primary.class_id, style="bold red" if primary.class_id != "unknown" else "bold yellow")
-    line.append(f"  {primary.title}")
+    style = "bold red" if primary.class_id != "unknown" else "bold yellow"
+    line.append(_clean(primary.class_id), style=style)
+    line.append(f"  {_clean(primary.title)}")
     line.append(
         f"  (confidence {primary.confidence:.2f}, {_confidence_word(primary.confidence)})",
         style="dim",
@@ -84,7 +85,7 @@ def render_diagnosis(
     console.print(headline(diagnosis))
     console.print(culprit_text(diagnosis))
     if diagnosis.symptom:
-        console.print(Text.assemble(("Symptom: ", "bold"), diagnosis.symptom))
+        console.print(Text.assemble(("Symptom: ", "bold"), _clean(diagnosis.symptom)))
     if recurrence:
         console.print(Text.assemble(("Recurrence: ", "bold"), _clean(recurrence)))
 
@@ -100,7 +101,8 @@ def render_diagnosis(
     if others:
         console.print(Text("\nAlso considered", style="bold"))
         for score in others:
-            console.print(Text(f"  {score.class_id} ({score.confidence:.2f}) — {score.title}"))
+            title = _clean(score.title)
+            console.print(Text(f"  {_clean(score.class_id)} ({score.confidence:.2f}) — {title}"))
 
     if runbook is not None:
         from bot.render.runbook_text import render as render_runbook

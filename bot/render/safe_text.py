@@ -1,20 +1,17 @@
 """Untrusted text (log lines, host names, file names) made safe to show: no control characters that
 move a terminal's cursor, recolour it or reorder text (bidi overrides), whichever renderer it goes to.
 
-Every renderer (terminal, JSON, Slack) passes log-derived strings through `strip_controls`."""
+Every renderer (terminal, JSON, Slack) passes log-derived strings through `strip_controls`. The one
+implementation lives beside the redaction rules in `matcher.analysis.redact` (the matcher cleans culprit
+hosts and evidence with it, and cannot import bot/); this is the renderers' name for it.
+"""
 
 from __future__ import annotations
 
-import re
-
-# C0 controls except tab and newline, DEL, C1 controls, and the Unicode bidi embedding/override/isolate
-# and mark characters that can make `evil.sh` display as `hs.live` (Trojan Source).
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# Whole ANSI escape sequences (colours, cursor moves, OSC hyperlinks/titles), so that their printable
-# tails do not stay behind once the ESC is gone.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+from matcher.analysis import redact
 
 
 def strip_controls(text: str, *, keep_newlines: bool = True) -> str:
-    cleaned = _CONTROLS.sub("", _ANSI.sub("", text))
-    return cleaned if keep_newlines else cleaned.replace("\n", " ")
+    """`text` without escape sequences, C0/C1 controls, bidi and zero-width characters; tabs stay, and
+    newlines too unless `keep_newlines` is false (then they become spaces)."""
+    return redact.strip_controls(text, keep="\t\n" if keep_newlines else "\t")

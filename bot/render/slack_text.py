@@ -1,75 +1,126 @@
-"""Untrusted text made safe for Slack: nothing from a log can ping `@channel` or a user, fake a link,
-break out of a code block, or overflow Block Kit's limits.
+"""Untrusted text made safe for Slack: log lines, host names and file names posted into channels.
 
-Slack's mrkdwn has three control characters, `&`, `<` and `>`: escaping them (and nothing else, since
-Slack shows other entities literally) turns `<!channel>`, `<@U123>` and `<http://evil|docs>` into plain
-text. Code fences have no escape for backticks, so backticks inside a block become a look-alike (ˋ).
-Truncation happens on the raw text before escaping, so a cut never leaves half an `&amp;`.
+Pure functions, no Slack SDK. What they guarantee, whatever the input:
+- no mention or link can be injected: `&`, `<` and `>` are escaped as `&amp;`, `&lt;`, `&gt;` (the only
+  characters Slack's mrkdwn treats as control characters; no other HTML entity is ever produced, since
+  Slack would show `&#39;` literally), which turns `<!channel>`, `<!here>`, `<!subteam^S1>`, `<@U123>`,
+  `<#C123>` and fake links `<http://evil|click here>` into plain text; bare `@channel`, `@here` and
+  `@everyone` get a word joiner after the `@`, so no client or `link_names` setting can resolve them;
+- no control characters: escape sequences, C0/C1 controls, bidi overrides and zero-width characters are
+  stripped (`strip_controls`), and credentials are masked (`redact`) as a second line of defence;
+- no code block can be opened or closed from inside: inside `code_block` and `inline_code` every backtick
+  becomes a look-alike (U+02CB), and in plain mrkdwn a run of three or more does;
+- nothing exceeds the limit it is given (Slack's limits below), and a cut never splits an escape such as
+  `&amp;` or a word-joined `@`; a cut text ends with "…".
+
+Formatting characters (`*bold*`, `_italic_`, `~strike~`, single backticks) are left alone by `mrkdwn`:
+they can restyle a log line but not notify anyone or hide a link, and mrkdwn cannot escape them. Use
+`code_block` for verbatim log excerpts.
 """
 
 from __future__ import annotations
 
-from bot.render.safe_text import strip_controls
+import re
 
-ELLIPSIS = "…"
-FENCE = "```"
-_BACKTICK_LOOKALIKE = "ˋ"  # U+02CB MODIFIER LETTER GRAVE ACCENT
-_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+from matcher.analysis.redact import redact, strip_controls
 
-# Block Kit limits (Slack's documentation; slack_sdk's model validators use the same numbers).
+# Slack's limits, in characters (Block Kit reference; slack_sdk's model validators use the same numbers).
 SECTION_TEXT_LIMIT = 3000
+FIELD_TEXT_LIMIT = 2000
 HEADER_TEXT_LIMIT = 150
 BUTTON_TEXT_LIMIT = 75
 CONTEXT_TEXT_LIMIT = 3000
 MESSAGE_BLOCKS_LIMIT = 50
-FALLBACK_TEXT_LIMIT = 4000
+FALLBACK_TEXT_LIMIT = 4000  # top-level `text` of a message with blocks (Slack truncates past 40,000)
+
+ELLIPSIS = "…"
+FENCE = "```"
+BACKTICK_LOOKALIKE = "ˋ"  # U+02CB MODIFIER LETTER GRAVE ACCENT
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_WORD_JOINER = "\u2060"
+_SPECIAL = re.compile(r"(?P<fence>`{3,})|@(?=(?:channel|here|everyone)\b)", re.IGNORECASE)
+_SAFE_URL = re.compile(r"https?://[^\s<>|]+\Z")
 
 
-def _escaped_length(char: str) -> int:
-    return len(_ESCAPES.get(char, char))
+def _clean(text: str, *, secrets: bool, keep: str) -> str:
+    return strip_controls(redact(text) if secrets else text, keep=keep)
 
 
-def _escape(text: str) -> str:
-    return "".join(_ESCAPES.get(char, char) for char in text)
+def _pieces(text: str) -> list[str]:
+    """`text` escaped, as indivisible pieces: a cut may fall between pieces, never inside one. A broadcast
+    `@` travels with its word joiner; a run of backticks that could open a code block becomes look-alikes."""
+    pieces: list[str] = []
+    last = 0
+    for match in _SPECIAL.finditer(text):
+        pieces.extend(_ESCAPES.get(c, c) for c in text[last : match.start()])
+        run = match.group("fence")
+        pieces.extend([BACKTICK_LOOKALIKE] * len(run) if run else ["@" + _WORD_JOINER])
+        last = match.end()
+    pieces.extend(_ESCAPES.get(c, c) for c in text[last:])
+    return pieces
 
 
-def _fit(text: str, limit: int, cost: int = 0) -> str:
-    """The longest prefix of `text` whose escaped form plus `cost` fits `limit` (with an ellipsis when
-    cut). Works on raw characters so that an escape is never split."""
-    total = sum(_escaped_length(c) for c in text) + cost
-    if total <= limit:
-        return _escape(text)
-    budget = limit - cost - len(ELLIPSIS)
+def _join_within(pieces: list[str], limit: int | None) -> str:
+    """Pieces joined, cut to `limit` characters (ellipsis included) at a piece boundary."""
+    if limit is None or sum(len(p) for p in pieces) <= limit:
+        return "".join(pieces)
+    if limit < len(ELLIPSIS):
+        raise ValueError("limit must be at least 1")
     out: list[str] = []
-    used = 0
-    for char in text:
-        size = _escaped_length(char)
-        if used + size > budget:
+    size, budget = 0, limit - len(ELLIPSIS)
+    for piece in pieces:
+        if size + len(piece) > budget:
             break
-        out.append(_ESCAPES.get(char, char))
-        used += size
+        out.append(piece)
+        size += len(piece)
     return "".join(out) + ELLIPSIS
 
 
+def mrkdwn_escape(text: str, limit: int | None = None, *, secrets: bool = True, keep: str = "\t\n") -> str:
+    """`text` as literal mrkdwn: it shows what it says, mentions and links are inert, at most `limit`
+    characters. `keep` is the control characters left in (newlines and tabs by default)."""
+    return _join_within(_pieces(_clean(text, secrets=secrets, keep=keep)), limit)
+
+
 def mrkdwn(text: str, limit: int = SECTION_TEXT_LIMIT) -> str:
-    """Untrusted text for a mrkdwn field: controls stripped, `&<>` escaped, cut to `limit`."""
-    return _fit(strip_controls(text), limit)
+    """`mrkdwn_escape` within a section's limit: the usual call for a mrkdwn field."""
+    return mrkdwn_escape(text, limit)
 
 
-def inline_code(text: str, limit: int = 200) -> str:
+def _no_backticks(text: str) -> list[str]:
+    return [BACKTICK_LOOKALIKE if piece == "`" else piece for piece in _pieces(text)]
+
+
+def code_block(text: str, limit: int = SECTION_TEXT_LIMIT, *, secrets: bool = True) -> str:
+    """Untrusted lines shown verbatim in a ``` block they cannot close early; the whole block, fences
+    included, fits `limit`."""
+    overhead = 2 * len(FENCE)
+    if limit < overhead + len(ELLIPSIS):
+        raise ValueError(f"a code block needs a limit of at least {overhead + len(ELLIPSIS)}")
+    body = _join_within(_no_backticks(_clean(text, secrets=secrets, keep="\t\n")), limit - overhead)
+    return f"{FENCE}{body or ' '}{FENCE}"
+
+
+def inline_code(text: str, limit: int = 200, *, secrets: bool = True) -> str:
     """A short untrusted value (host, rank, file name) shown as `code`: one line, no backticks."""
-    cleaned = strip_controls(text, keep_newlines=False).replace("`", _BACKTICK_LOOKALIKE)
-    return f"`{_fit(cleaned, limit, cost=2)}`"
+    if limit < 2 + len(ELLIPSIS):
+        raise ValueError("inline code needs a limit of at least 3")
+    cleaned = " ".join(_clean(text, secrets=secrets, keep="").split())
+    return f"`{_join_within(_no_backticks(cleaned), limit - 2) or ' '}`"
 
 
-def code_block(text: str, limit: int = SECTION_TEXT_LIMIT) -> str:
-    """Untrusted lines in a ``` block that they cannot close early."""
-    cleaned = strip_controls(text).replace("`", _BACKTICK_LOOKALIKE)
-    return f"{FENCE}{_fit(cleaned, limit, cost=2 * len(FENCE))}{FENCE}"
+def plain_text(text: str, limit: int = HEADER_TEXT_LIMIT, *, secrets: bool = True) -> str:
+    """For `plain_text` objects (headers, buttons, options), which Slack never parses: one line, no
+    control characters, within `limit`, never empty (Slack refuses an empty text)."""
+    cleaned = " ".join(_clean(text, secrets=secrets, keep="").split())
+    return _join_within(list(cleaned), limit) or "-"
 
 
-def plain_text(text: str, limit: int) -> str:
-    """Text for a `plain_text` object (headers, buttons, options): Slack parses no markup there, so only
-    controls are stripped and the length cut."""
-    cleaned = strip_controls(text, keep_newlines=False)
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - len(ELLIPSIS)] + ELLIPSIS
+def link(url: str, label: str, limit: int = SECTION_TEXT_LIMIT) -> str:
+    """`<url|label>` for a plain http(s) URL; anything else (another scheme, or a URL carrying `|`, `<`,
+    `>` or spaces) becomes the escaped label alone, so a log value can never turn into a link."""
+    label_text = mrkdwn_escape(label, keep="")
+    candidate = f"<{url.replace('&', '&amp;')}|{label_text}>"
+    if _SAFE_URL.match(url) and len(candidate) <= limit:
+        return candidate
+    return mrkdwn_escape(label, limit, keep="")

@@ -62,7 +62,8 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
     Raises matcher.model.InputError for unusable input; store problems become `store_warning`."""
     result = diagnose(request.paths, limits=request.limits, stdin=request.stdin, progress=request.progress)
     diagnosis = result.diagnosis
-    runbook = runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
+    # From here on the diagnosis exists: a runbook or store problem is a warning, never a lost result.
+    runbook = _filled_runbook(diagnosis)
     outcome = DiagnosisOutcome(diagnosis=diagnosis, runbook=runbook, input_digest=result.input_digest)
     if not request.store:
         return outcome
@@ -83,6 +84,16 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
     )
 
 
+def _filled_runbook(diagnosis: Diagnosis) -> RenderedRunbook:
+    """The class' runbook with this diagnosis' values; values come from logs, so if filling them ever
+    fails the runbook comes with neutral wording instead, and a warning."""
+    try:
+        return runbooks.render_for(diagnosis.primary.class_id, diagnosis.facts)
+    except Exception as error:
+        log.warning("runbook filled without this diagnosis' values: %s: %s", type(error).__name__, error)
+        return runbooks.render_for(diagnosis.primary.class_id, {})
+
+
 def record_diagnosis(
     diagnosis: Diagnosis,
     input_digest: str,
@@ -92,10 +103,12 @@ def record_diagnosis(
     cluster: str | None = None,
     database_url: str | None = None,
 ) -> tuple[Any | None, str | None]:
-    """Store one diagnosis; returns (IncidentRecord, None) or (None, why it was not stored)."""
-    from sqlalchemy.exc import SQLAlchemyError
+    """Store one diagnosis; returns (IncidentRecord, None) or (None, why it was not stored).
 
-    from bot.store import Store, StoreError
+    Whatever goes wrong with the database (a data directory that cannot be created, a driver that is not
+    installed, a URL it cannot parse, a value it refuses, a corrupt file) must not hide the diagnosis, so
+    every error becomes the warning (its reason is one line, credentials masked)."""
+    from bot.store import Store
     from bot.store.engine import database_error_reason
 
     try:
@@ -104,7 +117,7 @@ def record_diagnosis(
                 diagnosis, source=source, job_id=job_id, cluster=cluster, input_digest=input_digest
             )
             return record, None
-    except (StoreError, SQLAlchemyError) as error:
+    except Exception as error:
         reason = f"diagnosis not stored: {database_error_reason(error)}"
         log.warning("%s", reason)
         return None, reason

@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
 
+from matcher.analysis.redact import redact
+
 # Execution option that makes a SQLite transaction take the write lock at BEGIN. A deferred transaction
 # that reads first and writes later fails with SQLITE_BUSY when another writer committed in between,
 # and no busy timeout helps then.
@@ -24,17 +26,18 @@ class StoreError(Exception):
 
 def database_error_reason(error: BaseException) -> str:
     """One line saying why the database failed: the driver's own message (SQLAlchemy wraps it in
-    `orig` with a multi-line background note) or, failing that, the error itself."""
+    `orig` with a multi-line background note) or, failing that, the error itself; credentials masked
+    (drivers and our own messages quote the URL)."""
     cause = getattr(error, "orig", None) or error
     lines = str(cause).strip().splitlines()
-    return lines[0] if lines else type(cause).__name__
+    return redact(lines[0]) if lines else type(cause).__name__
 
 
 def create_store_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except Exception as error:  # SQLAlchemy raises ArgumentError with a long message
-        raise StoreError(f"cannot parse database URL {url!r}") from error
+        raise StoreError(f"cannot parse database URL {redact(url)!r}") from error
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, parsed.database)
     if parsed.get_backend_name() == "postgresql":

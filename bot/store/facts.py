@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matcher.analysis.redact import clean
 from matcher.model import Diagnosis, FieldValue
 
 # Optional fact (milliseconds between the last progress line and the failure) that an analysis may
@@ -13,6 +14,9 @@ SINCE_PROGRESS_FACT = "since_progress_ms"
 EXCERPT_LINES = 5
 EXCERPT_CHARS = 2000
 MS_PER_HOUR = 3_600_000
+# The integer columns are 32-bit on PostgreSQL. A log can claim `Timeout(ms)=99999999999999999999`: a
+# value past the column is unknown rather than a failed insert (24.8 days of milliseconds fit).
+MAX_STORED_INT = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,16 @@ class OccurrenceFacts:
     since_progress_ms: int | None
     gpu_hours_lost: float | None
     evidence_excerpt: str
+
+
+# Text columns hold 255 characters; names come from logs and payloads.
+MAX_NAME_CHARS = 255
+
+
+def stored_name(text: str) -> str:
+    """A host, cluster or job name as stored: credentials masked, control characters out, cut to the
+    column. A name with an escape sequence in it must not reach `ncclbot incidents` or a Slack message."""
+    return " ".join(clean(text).split())[:MAX_NAME_CHARS]
 
 
 def gpu_hours_lost(
@@ -39,11 +53,14 @@ def gpu_hours_lost(
 def _as_int(value: FieldValue | None) -> int | None:
     if value is None or isinstance(value, bool):
         return None
-    try:
-        number = int(float(value))
-    except (TypeError, ValueError):
-        return None
-    return number if number >= 0 else None
+    if isinstance(value, int):
+        number = value
+    else:
+        try:
+            number = int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return number if 0 <= number <= MAX_STORED_INT else None
 
 
 def occurrence_facts(diagnosis: Diagnosis) -> OccurrenceFacts:
@@ -52,11 +69,13 @@ def occurrence_facts(diagnosis: Diagnosis) -> OccurrenceFacts:
     world_size = _as_int(facts.get("world_size")) or (diagnosis.stats.ranks or None)
     timeout_ms = _as_int(facts.get("timeout_ms"))
     since_progress_ms = _as_int(facts.get(SINCE_PROGRESS_FACT))
+    ranks = diagnosis.culprit.ranks if diagnosis.culprit else ()
     evidence = diagnosis.primary.evidence[:EXCERPT_LINES]
-    excerpt = "\n".join(f"{e.source}:{e.line}: {e.text}" for e in evidence)[:EXCERPT_CHARS]
+    # Diagnoses can come from outside the pipeline (a webhook's JSON): mask and strip again before storing.
+    excerpt = "\n".join(clean(f"{e.source}:{e.line}: {e.text}") for e in evidence)[:EXCERPT_CHARS]
     return OccurrenceFacts(
         confidence=diagnosis.primary.confidence,
-        ranks=diagnosis.culprit.ranks if diagnosis.culprit else (),
+        ranks=tuple(r for r in ranks if 0 <= r <= MAX_STORED_INT),
         world_size=world_size,
         timeout_ms=timeout_ms,
         since_progress_ms=since_progress_ms,

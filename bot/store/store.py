@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bot.store import migrate, queries
 from bot.store.engine import WRITE_OPTION, StoreError, create_store_engine
-from bot.store.facts import occurrence_facts
+from bot.store.facts import occurrence_facts, stored_name
 from bot.store.fingerprint import culprit_hosts, diagnosis_fingerprint, normalise_host
 from bot.store.models import (
     STATUS_OPEN,
@@ -140,7 +140,9 @@ class Store:
     ) -> IncidentRecord:
         fingerprint = diagnosis_fingerprint(diagnosis)
         class_id = diagnosis.primary.class_id
-        hosts = culprit_hosts(diagnosis)
+        hosts = tuple(dict.fromkeys(h for h in (stored_name(h) for h in culprit_hosts(diagnosis)) if h))
+        job_id = stored_name(job_id) if job_id is not None else None
+        cluster = stored_name(cluster) if cluster is not None else None
         with self._write.begin() as session:
             self._lock_fingerprint(session, fingerprint)
             earlier = session.scalar(

@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from matcher.analysis.rankmap import RankMap
+from matcher.analysis.redact import redact
 from matcher.model import Evidence, Observation
 from matcher.rules import rules
 
@@ -73,11 +74,12 @@ def excerpts(
     chosen: list[Evidence] = []
     seen: set[tuple[str, str]] = set()
     for obs in [*pinned, *sorted(observations, key=chronological_key)]:
-        text = (obs.line.raw or obs.line.text)[:_EXCERPT_CHARS]
         key = (obs.signature, obs.line.text)
         if key in seen:
             continue
         seen.add(key)
+        # Redact before cutting: a token cut in half by the limit would no longer look like one.
+        text = redact(obs.line.raw or obs.line.text)[:_EXCERPT_CHARS]
         chosen.append(
             Evidence(source=obs.line.source, line=obs.line.lineno, text=text, signature=obs.signature)
         )

@@ -67,7 +67,13 @@ def analyze_dumps(dumps: Sequence[FRDump]) -> FRFinding:
     if not by_rank:
         return FRFinding((), (), "no Flight Recorder dump could be tied to a rank", "no-issue")
 
-    verdicts = [v for v in (_judge(pg, members, by_rank) for pg, members in _groups(by_rank)) if v]
+    # Entries by group, once per dump: each group's verdict then reads only its own entries, so the work
+    # is linear in entries plus group members, however many groups a (hostile) pg_config names.
+    index = _Index(
+        by_pg={rank: _entries_by_pg(dump) for rank, dump in by_rank.items()},
+        oldest_ns={rank: _oldest_entry_ns(dump) for rank, dump in by_rank.items()},
+    )
+    verdicts = [v for v in (_judge(pg, members, by_rank, index) for pg, members in _groups(by_rank)) if v]
     blaming = [v for v in verdicts if v.culprits]
     if blaming:
         return _blame(ranks_dumped, blaming)
@@ -139,8 +145,14 @@ def _groups(by_rank: dict[int, FRDump]) -> list[tuple[str, tuple[int, ...]]]:
     return sorted(seen)
 
 
-def _progress(dump: FRDump, rank: int, pg: str) -> _Progress | None:
-    mine = [e for e in dump.entries if e.pg_name == pg]
+def _entries_by_pg(dump: FRDump) -> dict[str, list[FREntry]]:
+    grouped: dict[str, list[FREntry]] = {}
+    for entry in dump.entries:
+        grouped.setdefault(entry.pg_name, []).append(entry)
+    return grouped
+
+
+def _progress(dump: FRDump, rank: int, mine: list[FREntry]) -> _Progress | None:
     collectives = [e for e in mine if not e.is_p2p]
     status = None
     if mine and not any(e.is_p2p for e in mine):
@@ -160,24 +172,38 @@ def _progress(dump: FRDump, rank: int, pg: str) -> _Progress | None:
     )
 
 
-def _never_arrived(dump: FRDump, waiting_since_ns: int | None) -> bool:
-    """No entry of the group although the ring covers the moment the peers started waiting."""
+def _never_arrived(dump: FRDump, oldest_ns: int | None, waiting_since_ns: int | None) -> bool:
+    """No entry of the group although the ring (oldest entry `oldest_ns`) covers the moment the peers
+    started waiting."""
     if not dump.entries:
         return True
     if waiting_since_ns is None:
         return False
-    oldest = min((e.time_created_ns for e in dump.entries if e.time_created_ns is not None), default=None)
-    return oldest is not None and oldest <= waiting_since_ns
+    return oldest_ns is not None and oldest_ns <= waiting_since_ns
 
 
-def _judge(pg: str, members: tuple[int, ...], by_rank: dict[int, FRDump]) -> _GroupVerdict | None:
+def _oldest_entry_ns(dump: FRDump) -> int | None:
+    return min((e.time_created_ns for e in dump.entries if e.time_created_ns is not None), default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """Per dumped rank, computed once: its entries by process group and its oldest entry's time."""
+
+    by_pg: dict[int, dict[str, list[FREntry]]]
+    oldest_ns: dict[int, int | None]
+
+
+def _judge(
+    pg: str, members: tuple[int, ...], by_rank: dict[int, FRDump], index: _Index
+) -> _GroupVerdict | None:
     progress: dict[int, _Progress] = {}
     silent: list[int] = []
-    for rank in members:
+    for rank in dict.fromkeys(members):
         dump = by_rank.get(rank)
         if dump is None:
             continue
-        p = _progress(dump, rank, pg)
+        p = _progress(dump, rank, index.by_pg[rank].get(pg, []))
         if p is None:
             silent.append(rank)
         else:
@@ -191,7 +217,9 @@ def _judge(pg: str, members: tuple[int, ...], by_rank: dict[int, FRDump]) -> _Gr
     missing = tuple(
         r
         for r in silent
-        if _never_arrived(by_rank[r], oldest_pending.time_created_ns if oldest_pending else None)
+        if _never_arrived(
+            by_rank[r], index.oldest_ns[r], oldest_pending.time_created_ns if oldest_pending else None
+        )
     )
     if missing and oldest_pending is not None:
         waiting = sorted(r for r, p in progress.items() if p.pending())

@@ -60,10 +60,13 @@ def _looks_like_json_dump(head: bytes) -> bool:
 def looks_binary(head: bytes) -> bool:
     """Many control bytes, or mostly invalid UTF-8: not something a person would call a log.
 
-    NUL runs alone are tolerated up to a point (truncated files are padded with them), but a head
-    that is mostly NUL carries no text either.
+    NUL bytes are not counted: a file cut by a crash or preallocated by a logger is padded with them,
+    whatever its size, and the reader drops them. The judgement is on the rest; a head with nothing but
+    NUL carries no text.
     """
-    sample = head[:SNIFF_BYTES]
+    sample = head[:SNIFF_BYTES].replace(b"\x00", b"")
+    if not sample:
+        return True
     controls = len(sample) - len(sample.translate(_DELETE_CONTROL, _CONTROL))
     if controls > 0.05 * len(sample):
         return True

@@ -152,8 +152,8 @@ class GuardedReader(_Reader):
             log.warning("%s: archive member ends early (%s); reading what is there", self.name, error)
         except InputError:
             raise
-        except Exception as error:  # decoders raise many types on hostile bytes; all mean "corrupt"
-            raise InputError(f"{self.name}: unreadable or corrupt data ({one_line(error)})") from None
+        except Exception as error:  # decoders raise many types on hostile bytes; most mean "corrupt"
+            raise InputError(f"{self.name}: {_decoder_failure(error)}") from None
         self.ended = True
         return None
 
@@ -275,6 +275,22 @@ def read_head(stream: BinaryIO, size: int) -> bytes:
         parts.append(data)
         got += len(data)
     return b"".join(parts)
+
+
+# zstd refuses frames whose window exceeds its default limit (2**27 bytes), which is what `zstd --long=28`
+# and above write: the data is fine, it would just take up to 2 GiB of memory to decode.
+_ZSTD_WINDOW_TOO_LARGE = "Frame requires too much memory"
+
+
+def _decoder_failure(error: BaseException) -> str:
+    """Why a decoder gave up, in words a user can act on."""
+    if _ZSTD_WINDOW_TOO_LARGE in str(error):
+        return (
+            "zstd data needs a decoding window over 128 MiB (compressed with `zstd --long=28` or more), "
+            "which is not read so that memory stays bounded; recompress with `zstd --long=27` "
+            "or without --long"
+        )
+    return f"unreadable or corrupt data ({one_line(error)})"
 
 
 def one_line(error: BaseException) -> str:
