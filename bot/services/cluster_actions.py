@@ -112,6 +112,8 @@ class ClusterActionService:
     def _reason(self, reason: str | None, incident_id: int | None) -> str:
         given = (reason or "").strip()
         if incident_id is None:
+            if given.startswith("ncclbot"):  # already says who (a front end built it)
+                return given
             return f"ncclbot: {given}" if given else "ncclbot: drained by hand"
         try:
             incident = self.store.incident(incident_id)
