@@ -63,9 +63,8 @@ def wait_for(condition: object, timeout: float) -> None:
 
 
 def test_a_server_killed_with_events_accepted_but_not_posted_posts_each_once_after_restart(
-    tmp_path: Path,
+    database_url: str, tmp_path: Path
 ) -> None:
-    database_url = f"sqlite:///{tmp_path / 'bot.db'}"
     outlet = tmp_path / "slack-down" / "messages.jsonl"  # its folder does not exist yet: posting fails
     jobs = [str(job) for job in range(101, 109)]
     server = start_server(server_env(database_url, outlet))
