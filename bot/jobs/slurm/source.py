@@ -9,6 +9,7 @@ the default output name in the job's WorkDir is assumed and said so in the notes
 from __future__ import annotations
 
 import glob
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,9 +52,11 @@ def log_files(
         if expanded.exact is not None and Path(expanded.exact).is_file():
             found.append(expanded.exact)
             continue
-        matches = sorted(p for p in glob.iglob(expanded.glob) if Path(p).is_file())
+        matches = sorted(
+            itertools.islice((p for p in glob.iglob(expanded.glob) if Path(p).is_file()), MAX_LOG_FILES + 1)
+        )
         if len(matches) > MAX_LOG_FILES:
-            raise JobError(f"{pattern!r} matches {len(matches)} files (more than {MAX_LOG_FILES})")
+            raise JobError(f"{pattern!r} matches more than {MAX_LOG_FILES} files")
         if matches:
             found.extend(matches)
         else:
