@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
@@ -67,6 +67,30 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(GIB, gt=0, validation_alias=_env("max_upload_bytes"))
     spool_dir: Path | None = Field(None, validation_alias=_env("spool_dir"))
     diagnosis_concurrency: int = Field(2, ge=1, le=64, validation_alias=_env("diagnosis_concurrency"))
+    # How long a worker's claim on a queued task lasts without a heartbeat: after a crash, the task is
+    # taken over by another worker (or this one, restarted) once it runs out.
+    work_lease_s: float = Field(600.0, ge=1, validation_alias=_env("work_lease_s"))
+    # Log files kept with incidents (re-diagnosis with files added later, feedback export), in all.
+    bundle_keep_bytes: int = Field(10 * GIB, ge=0, validation_alias=_env("bundle_keep_bytes"))
+
+    # Slack replies
+    # Seconds between two progress edits of one placeholder (chat.update is rate-limited per channel).
+    slack_progress_interval_s: float = Field(3.0, ge=0.5, validation_alias=_env("slack_progress_interval_s"))
+    snooze_hours: float = Field(24.0, gt=0, validation_alias=_env("snooze_hours"))
+
+    # The "Run probe" button and `/nccl probe <node>`: launcher and options (see `ncclbot probe --help`).
+    probe_via: Literal["local", "ssh", "slurm", "k8s"] = Field("ssh", validation_alias=_env("probe_via"))
+    probe_timeout_s: float = Field(600.0, gt=0, validation_alias=_env("probe_timeout_s"))
+    probe_max_bytes: int | None = Field(None, gt=0, validation_alias=_env("probe_max_bytes"))
+    probe_iters: int = Field(5, ge=1, validation_alias=_env("probe_iters"))
+    probe_nproc: int | None = Field(None, ge=1, validation_alias=_env("probe_nproc"))
+    probe_ssh_user: str | None = Field(None, validation_alias=_env("probe_ssh_user"))
+    probe_ssh_port: int = Field(22, ge=1, le=65535, validation_alias=_env("probe_ssh_port"))
+    probe_ssh_key: str | None = Field(None, validation_alias=_env("probe_ssh_key"))
+    probe_ssh_known_hosts: str | None = Field(None, validation_alias=_env("probe_ssh_known_hosts"))
+    probe_slurm_partition: str | None = Field(None, validation_alias=_env("probe_slurm_partition"))
+    probe_k8s_namespace: str = Field("default", validation_alias=_env("probe_k8s_namespace"))
+    probe_k8s_image: str = Field("ncclbot-probe:latest", validation_alias=_env("probe_k8s_image"))
 
     # Webhook (bot.webhook): HMAC secret for signed senders, bearer token for those that cannot sign
     # (Alertmanager), the cap on inline logs, where payload log paths may point, worker threads.

@@ -124,3 +124,9 @@ def link(url: str, label: str, limit: int = SECTION_TEXT_LIMIT) -> str:
     if _SAFE_URL.match(url) and len(candidate) <= limit:
         return candidate
     return mrkdwn_escape(label, limit, keep="")
+
+
+def prose(text: str, limit: int = SECTION_TEXT_LIMIT) -> str:
+    """Untrusted free text inside a mrkdwn sentence: as `mrkdwn`, and single backticks become look-alikes
+    too, so that log text cannot open an inline code span across the rest of the sentence."""
+    return mrkdwn(text.replace("`", BACKTICK_LOOKALIKE), limit)

@@ -4,8 +4,8 @@ upload, a failed job's webhook and a thread that gains more files."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Literal
 
 import runbooks
@@ -32,6 +32,9 @@ class DiagnosisRequest:
     limits: ReadLimits = field(default_factory=ReadLimits)
     stdin: BinaryIO | None = None
     progress: Callable[[int], None] | None = None
+    # Names to show instead of paths that mean nothing to the reader (a chat upload's spool file):
+    # path -> name, applied to evidence sources before the diagnosis is shown or stored.
+    display_names: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +64,8 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
 
     Raises matcher.model.InputError for unusable input; store problems become `store_warning`."""
     result = diagnose(request.paths, limits=request.limits, stdin=request.stdin, progress=request.progress)
-    diagnosis = result.diagnosis
+    diagnosis = renamed(result.diagnosis, request.display_names)
+    _count(diagnosis, request.source)
     # From here on the diagnosis exists: a runbook or store problem is a warning, never a lost result.
     runbook = _filled_runbook(diagnosis)
     outcome = DiagnosisOutcome(diagnosis=diagnosis, runbook=runbook, input_digest=result.input_digest)
@@ -82,6 +86,36 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
         incident=incident,
         store_warning=warning,
     )
+
+
+def _count(diagnosis: Diagnosis, source: str) -> None:
+    from bot.metrics import BYTES_READ, DIAGNOSES, DIAGNOSIS_SECONDS
+
+    DIAGNOSES.labels(class_id=diagnosis.primary.class_id, source=source).inc()
+    DIAGNOSIS_SECONDS.observe(diagnosis.stats.seconds)
+    BYTES_READ.inc(diagnosis.stats.bytes)
+
+
+def renamed(diagnosis: Diagnosis, names: Mapping[str, str]) -> Diagnosis:
+    """`diagnosis` with each path of `names` replaced by its name in evidence sources (archive members
+    `path!member` included) and in the culprit's reason."""
+    if not names:
+        return diagnosis
+    ordered = sorted(names.items(), key=lambda item: -len(item[0]))  # longest first: no partial match
+
+    def name(text: str) -> str:
+        for path, shown in ordered:
+            text = text.replace(path, shown)
+        return text
+
+    scores = tuple(
+        replace(score, evidence=tuple(replace(e, source=name(e.source)) for e in score.evidence))
+        for score in diagnosis.diagnoses
+    )
+    culprit = diagnosis.culprit
+    if culprit is not None:
+        culprit = replace(culprit, reason=name(culprit.reason))
+    return replace(diagnosis, diagnoses=scores, culprit=culprit)
 
 
 def _filled_runbook(diagnosis: Diagnosis) -> RenderedRunbook:

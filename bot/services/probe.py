@@ -40,6 +40,7 @@ def run_probe(
     launchers: LauncherConfigs | None = None,
     store: bool = True,
     cluster: str | None = None,
+    database_url: str | None = None,
 ) -> ProbeResult:
     """Probe `nodes` together, compare with the fleet's history and store the run: what the CLI and the
     Slack button call. Raises LaunchError only for a request that cannot be attempted (bad node name)."""
@@ -56,7 +57,13 @@ def run_probe(
         k8s=configs.k8s,
     )
     if store:
-        record(result, nodes=list(nodes) or [result.host], cluster=cluster, started=started)
+        record(
+            result,
+            nodes=list(nodes) or [result.host],
+            cluster=cluster,
+            started=started,
+            database_url=database_url,
+        )
     return result
 
 
@@ -83,14 +90,21 @@ def apply_history(result: ProbeResult, previous: list[float]) -> None:
         result.verdict = "degraded"
 
 
-def record(result: ProbeResult, *, nodes: list[str], cluster: str | None, started: datetime) -> None:
+def record(
+    result: ProbeResult,
+    *,
+    nodes: list[str],
+    cluster: str | None,
+    started: datetime,
+    database_url: str | None = None,
+) -> None:
     """Compare with the fleet's history and store the run; a missing or broken store only warns."""
     try:
         from bot.store import Store
     except ImportError:
         return
     try:
-        with Store.open() as store:
+        with Store.open(database_url) as store:
             apply_history(result, fleet_history(store, result.sku))
             finished = datetime.now(UTC)
             for node in nodes:

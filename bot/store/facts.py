@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from matcher.analysis.redact import clean
 from matcher.model import Diagnosis, FieldValue
@@ -12,6 +13,10 @@ from matcher.model import Diagnosis, FieldValue
 SINCE_PROGRESS_FACT = "since_progress_ms"
 
 EXCERPT_LINES = 5
+# What an occurrence keeps of the diagnosis document: enough to draw the message again.
+DOCUMENT_CLASSES = 5
+DOCUMENT_EVIDENCE = 12
+DOCUMENT_LINE_CHARS = 500
 EXCERPT_CHARS = 2000
 MS_PER_HOUR = 3_600_000
 # The integer columns are 32-bit on PostgreSQL. A log can claim `Timeout(ms)=99999999999999999999`: a
@@ -82,3 +87,18 @@ def occurrence_facts(diagnosis: Diagnosis) -> OccurrenceFacts:
         gpu_hours_lost=gpu_hours_lost(world_size, timeout_ms, since_progress_ms),
         evidence_excerpt=excerpt,
     )
+
+
+def diagnosis_document(diagnosis: Diagnosis) -> dict[str, Any]:
+    """`Diagnosis.to_json()` bounded in size: the top classes, a dozen evidence lines each, long lines cut."""
+    document = diagnosis.to_json()
+    document["diagnoses"] = document["diagnoses"][:DOCUMENT_CLASSES]
+    for score in document["diagnoses"]:
+        score["evidence"] = [
+            {**item, "text": item["text"][:DOCUMENT_LINE_CHARS]}
+            for item in score["evidence"][:DOCUMENT_EVIDENCE]
+        ]
+    document["facts"] = dict(diagnosis.facts)
+    if diagnosis.no_culprit_reason:
+        document["no_culprit_reason"] = diagnosis.no_culprit_reason
+    return document

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Dialect,
     Float,
@@ -151,6 +152,10 @@ class Occurrence(Base):
     timeout_ms: Mapped[int | None]
     since_progress_ms: Mapped[int | None]
     gpu_hours_lost: Mapped[float | None] = mapped_column(Float)
+    # The diagnosis as `ncclbot diagnose --json` prints it (evidence trimmed), so that a front end can
+    # draw the incident again later (after a button press, a correction) without the logs.
+    document: Mapped[dict[str, Any] | None]
+
     # Which signature catalog + analysis rules produced this diagnosis (matcher/analysis-version.toml):
     # incidents grouped before a tuning change stay explicable. NULL for rows stored before it existed.
     analysis_version: Mapped[str | None] = mapped_column(String(64))
@@ -197,6 +202,7 @@ class Feedback(Base):
     slack_user: Mapped[str] = mapped_column(String(64))
     correct: Mapped[bool]
     corrected_class: Mapped[str | None] = mapped_column(String(64))
+    note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
 
 
@@ -211,6 +217,33 @@ class AuditLog(Base):
     action: Mapped[str] = mapped_column(String(64))
     incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id"), index=True)
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class IncidentFile(Base):
+    """A log file kept with an incident (its bundle): re-diagnosed when more files join, and exported
+    with the feedback as labelled cases. `origin` names where it came from (a Slack file id, a path), so
+    the same file joins once."""
+
+    __tablename__ = "incident_files"
+    __table_args__ = (UniqueConstraint("incident_id", "origin", name="uq_incident_files_incident_id_origin"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id"))
+    name: Mapped[str] = mapped_column(String(255))
+    path: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    origin: Mapped[str] = mapped_column(String(255))
+    added_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class ProcessedEvent(Base):
+    """Keys of inbound events already taken in (a chat event id, a message's channel and ts): a retry or
+    the same message seen through a second event type is recognised and dropped."""
+
+    __tablename__ = "processed_events"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(index=True)
 
 
 QUEUE_PENDING = "pending"

@@ -304,6 +304,8 @@ def list_incidents(
             resolved_at=i.resolved_at,
             resolved_by=i.resolved_by,
             resolution_fix=i.resolution_fix,
+            slack_channel=i.slack_channel,
+            slack_ts=i.slack_ts,
         )
         for i in session.scalars(query)
     ]

@@ -69,6 +69,8 @@ class IncidentSummary:
     resolved_at: datetime | None = None
     resolved_by: str | None = None
     resolution_fix: str | None = None
+    slack_channel: str | None = None
+    slack_ts: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +147,47 @@ class ProbeRunSummary:
             "finished": iso_utc(self.finished_at),
             "reasons": list(self.result.get("reasons", [])),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackRecord:
+    """A person's verdict on an incident's diagnosis (the newest one counts)."""
+
+    id: int
+    incident_id: int
+    user: str
+    correct: bool
+    corrected_class: str | None
+    note: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentFileRecord:
+    """A log file kept with an incident's bundle."""
+
+    id: int
+    incident_id: int
+    name: str
+    path: str
+    size_bytes: int
+    origin: str
+    added_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentDetail:
+    """Everything needed to draw an incident again without its logs: the summary, the newest
+    occurrence's diagnosis document and job, the recurrence line (with the message of the first
+    occurrence in its scope, to link to), the newest feedback and the files of its bundle."""
+
+    summary: IncidentSummary
+    document: dict[str, Any] | None
+    job_id: str | None
+    recurrence_line: str | None
+    first_message: tuple[str, str] | None
+    feedback: FeedbackRecord | None
+    files: tuple[IncidentFileRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

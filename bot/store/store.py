@@ -8,14 +8,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, delete, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.store import migrate, queries
 from bot.store.engine import WRITE_OPTION, StoreError, create_store_engine
-from bot.store.facts import occurrence_facts, stored_name
+from bot.store.facts import diagnosis_document, occurrence_facts, stored_name
 from bot.store.fingerprint import culprit_hosts, diagnosis_fingerprint, normalise_host
 from bot.store.models import (
     STATUS_OPEN,
@@ -24,13 +24,18 @@ from bot.store.models import (
     AuditLog,
     Feedback,
     Incident,
+    IncidentFile,
     Node,
     Occurrence,
     PostedMessage,
     ProbeRun,
+    ProcessedEvent,
 )
 from bot.store.records import (
     AuditEntry,
+    FeedbackRecord,
+    IncidentDetail,
+    IncidentFileRecord,
     IncidentRecord,
     IncidentSummary,
     OccurrenceSummary,
@@ -197,6 +202,7 @@ class Store:
                 timeout_ms=facts.timeout_ms,
                 since_progress_ms=facts.since_progress_ms,
                 gpu_hours_lost=facts.gpu_hours_lost,
+                document=diagnosis_document(diagnosis),
                 analysis_version=diagnosis.analysis_version,
             )
             session.add(occurrence)
@@ -378,6 +384,7 @@ class Store:
         *,
         correct: bool,
         corrected_class: str | None = None,
+        note: str | None = None,
         now: datetime | None = None,
     ) -> int:
         if correct and corrected_class:
@@ -391,6 +398,7 @@ class Store:
                 slack_user=slack_user,
                 correct=correct,
                 corrected_class=corrected_class,
+                note=note.strip() if note and note.strip() else None,
                 created_at=at,
             )
             session.add(feedback)
@@ -400,7 +408,7 @@ class Store:
                     actor=slack_user,
                     action="feedback",
                     incident_id=incident_id,
-                    detail={"correct": correct, "corrected_class": corrected_class},
+                    detail={"correct": correct, "corrected_class": corrected_class, "note": feedback.note},
                 )
             )
             session.flush()
@@ -515,3 +523,192 @@ class Store:
     def fix_effectiveness(self, *, now: datetime | None = None) -> list[queries.FixEffectiveness]:
         with self._read() as session:
             return queries.fix_effectiveness(session, now=_now(now))
+
+    # -- what a chat front end needs to draw and extend an incident -----------------------------------
+
+    def incident_detail(self, incident_id: int) -> IncidentDetail:
+        """The incident with its newest diagnosis document, recurrence, feedback and bundle."""
+        summary = self._summary(incident_id)
+        with self._read() as session:
+            latest = session.scalar(
+                select(Occurrence)
+                .where(Occurrence.incident_id == incident_id)
+                .order_by(Occurrence.occurred_at.desc(), Occurrence.id.desc())
+                .limit(1)
+            )
+            line, first = None, None
+            if latest is not None:
+                node = session.get(Node, latest.node_id) if latest.node_id is not None else None
+                line = recurrence_line(
+                    session,
+                    class_id=latest.class_id,
+                    node_id=latest.node_id,
+                    hostname=node.hostname if node else None,
+                    cluster=latest.cluster,
+                    at=latest.occurred_at,
+                )
+                if line is not None:
+                    first = self._first_message(session, latest)
+            feedback = session.scalar(
+                select(Feedback)
+                .where(Feedback.incident_id == incident_id)
+                .order_by(Feedback.created_at.desc(), Feedback.id.desc())
+                .limit(1)
+            )
+        return IncidentDetail(
+            summary=summary,
+            document=latest.document if latest is not None else None,
+            job_id=latest.job_id if latest is not None else None,
+            recurrence_line=line,
+            first_message=first,
+            feedback=None if feedback is None else _feedback_record(feedback),
+            files=tuple(self.incident_files(incident_id)),
+        )
+
+    @staticmethod
+    def _first_message(session: Session, occurrence: Occurrence) -> tuple[str, str] | None:
+        """The chat message of the earliest occurrence in the recurrence line's scope (same class, same
+        culprit node), for a "first seen" link."""
+        scope = [Occurrence.class_id == occurrence.class_id]
+        if occurrence.node_id is not None:
+            scope.append(Occurrence.node_id == occurrence.node_id)
+        row = session.execute(
+            select(Incident.slack_channel, Incident.slack_ts)
+            .join(Occurrence, Occurrence.incident_id == Incident.id)
+            .where(*scope, Incident.slack_ts.is_not(None))
+            .order_by(Occurrence.occurred_at, Occurrence.id)
+            .limit(1)
+        ).first()
+        return None if row is None or row[0] is None or row[1] is None else (row[0], row[1])
+
+    def incident_for_message(self, channel: str, ts: str) -> IncidentSummary | None:
+        """The incident whose chat message is (channel, ts): files posted in its thread join it."""
+        with self._read() as session:
+            found = session.scalar(
+                select(Incident.id).where(Incident.slack_channel == channel, Incident.slack_ts == ts).limit(1)
+            )
+        return None if found is None else self._summary(found)
+
+    def message_for_job(self, job_id: str, cluster: str | None) -> tuple[str, str] | None:
+        """The chat message already posted for this job (another diagnosis of it edits that message)."""
+        with self._read() as session:
+            row = session.execute(
+                select(Incident.slack_channel, Incident.slack_ts)
+                .join(Occurrence, Occurrence.incident_id == Incident.id)
+                .where(
+                    Occurrence.job_id == job_id,
+                    Occurrence.cluster.is_(None) if cluster is None else Occurrence.cluster == cluster,
+                    Incident.slack_ts.is_not(None),
+                )
+                .order_by(Occurrence.occurred_at.desc())
+                .limit(1)
+            ).first()
+        return None if row is None or row[0] is None or row[1] is None else (row[0], row[1])
+
+    def mark_processed(
+        self, key: str, *, keep: timedelta = timedelta(days=2), now: datetime | None = None
+    ) -> bool:
+        """Remember an inbound event key; False when it was seen before (a retry, a duplicate event).
+        Keys older than `keep` are forgotten (Slack retries within minutes)."""
+        at = _now(now)
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        with self._write.begin() as session:
+            session.execute(delete(ProcessedEvent).where(ProcessedEvent.seen_at < at - keep))
+            inserted = session.scalar(
+                dialect.insert(ProcessedEvent)
+                .values(key=key[:255], seen_at=at)
+                .on_conflict_do_nothing(index_elements=["key"])
+                .returning(ProcessedEvent.key)
+            )
+            return inserted is not None
+
+    def add_incident_file(
+        self,
+        incident_id: int,
+        *,
+        name: str,
+        path: str,
+        size_bytes: int,
+        origin: str,
+        now: datetime | None = None,
+    ) -> bool:
+        """Keep a file with the incident's bundle; False when that origin had joined already."""
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        with self._write.begin() as session:
+            inserted = session.scalar(
+                dialect.insert(IncidentFile)
+                .values(
+                    incident_id=incident_id,
+                    name=name[:255],
+                    path=path,
+                    size_bytes=size_bytes,
+                    origin=origin[:255],
+                    added_at=_now(now),
+                )
+                .on_conflict_do_nothing(index_elements=["incident_id", "origin"])
+                .returning(IncidentFile.id)
+            )
+            return inserted is not None
+
+    def incident_files(self, incident_id: int) -> list[IncidentFileRecord]:
+        with self._read() as session:
+            rows = session.scalars(
+                select(IncidentFile).where(IncidentFile.incident_id == incident_id).order_by(IncidentFile.id)
+            )
+            return [_file_record(row) for row in rows]
+
+    def prune_incident_files(self, max_total_bytes: int) -> list[str]:
+        """Forget the oldest bundle files until the kept ones fit `max_total_bytes`; returns the paths
+        to delete from disk."""
+        removed: list[str] = []
+        with self._write.begin() as session:
+            rows = session.scalars(
+                select(IncidentFile).order_by(IncidentFile.added_at.desc(), IncidentFile.id.desc())
+            )
+            total = 0
+            for row in rows:
+                total += row.size_bytes
+                if total > max_total_bytes:
+                    removed.append(row.path)
+                    session.delete(row)
+        return removed
+
+    def feedback_cases(self) -> list[tuple[IncidentSummary, FeedbackRecord, list[IncidentFileRecord]]]:
+        """Each incident's newest feedback with the incident and its kept files: labelled cases."""
+        with self._read() as session:
+            newest = (
+                select(Feedback.incident_id, func.max(Feedback.id).label("id"))
+                .group_by(Feedback.incident_id)
+                .subquery()
+            )
+            rows = list(
+                session.scalars(
+                    select(Feedback).join(newest, newest.c.id == Feedback.id).order_by(Feedback.id)
+                )
+            )
+            feedback = [_feedback_record(row) for row in rows]
+        return [(self._summary(f.incident_id), f, self.incident_files(f.incident_id)) for f in feedback]
+
+
+def _feedback_record(row: Feedback) -> FeedbackRecord:
+    return FeedbackRecord(
+        id=row.id,
+        incident_id=row.incident_id,
+        user=row.slack_user,
+        correct=row.correct,
+        corrected_class=row.corrected_class,
+        note=row.note,
+        created_at=row.created_at,
+    )
+
+
+def _file_record(row: IncidentFile) -> IncidentFileRecord:
+    return IncidentFileRecord(
+        id=row.id,
+        incident_id=row.incident_id,
+        name=row.name,
+        path=row.path,
+        size_bytes=row.size_bytes,
+        origin=row.origin,
+        added_at=row.added_at,
+    )

@@ -1,0 +1,97 @@
+"""An incident's bundle: the log files it was diagnosed from, kept (within a size bound) so that files
+added later re-run the diagnosis with everything, and so that corrected incidents become labelled
+cases (`ncclbot feedback export DIR`, read by `ncclbot eval`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("ncclbot.services.bundles")
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledFile:
+    """A downloaded input file on local disk. `origin` identifies it (a Slack file id, "pasted:<hash>")."""
+
+    name: str
+    path: Path
+    size: int
+    origin: str
+
+
+def safe_name(name: str) -> str:
+    """A file name that stays inside its folder and still tells the matcher what it is (rank3.log)."""
+    cleaned = _UNSAFE.sub("_", Path(name).name).strip("._") or "log"
+    return cleaned[:200]
+
+
+def keep(store: Any, root: Path, incident_id: int, files: Sequence[SpooledFile], *, cap_bytes: int) -> int:
+    """Copy `files` into the incident's bundle under `root` and record them; forget the oldest kept
+    files beyond `cap_bytes` in all. Returns how many files joined (a file already there joins once)."""
+    joined = 0
+    for spooled in files:
+        folder = root / str(incident_id) / hashlib.sha256(spooled.origin.encode()).hexdigest()[:16]
+        target = folder / safe_name(spooled.name)
+        if not target.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(spooled.path, target)
+        if store.add_incident_file(
+            incident_id, name=target.name, path=str(target), size_bytes=spooled.size, origin=spooled.origin
+        ):
+            joined += 1
+    for path in store.prune_incident_files(cap_bytes):
+        Path(path).unlink(missing_ok=True)
+    return joined
+
+
+def bundle_paths(store: Any, incident_id: int) -> list[str]:
+    """The kept files of an incident that are still on disk."""
+    return [f.path for f in store.incident_files(incident_id) if Path(f.path).is_file()]
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSummary:
+    cases: int
+    skipped: list[str]  # one line per incident left out, with why
+
+
+def export_feedback(store: Any, directory: Path) -> ExportSummary:
+    """Write `cases.jsonl` and each case's logs (a folder `<id>/`) in the `ncclbot eval` format: one case
+    per incident with feedback; the label is the corrected class, or the diagnosed one when confirmed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    skipped: list[str] = []
+    for summary, feedback, files in store.feedback_cases():
+        label = summary.class_id if feedback.correct else feedback.corrected_class
+        if label is None:
+            skipped.append(f"incident {summary.id}: marked wrong without the right class")
+            continue
+        present = [f for f in files if Path(f.path).is_file()]
+        if not present:
+            skipped.append(f"incident {summary.id}: no log files kept")
+            continue
+        case_id = f"incident-{summary.id}"
+        folder = directory / case_id
+        folder.mkdir(exist_ok=True)
+        for index, kept in enumerate(present):
+            name = safe_name(kept.name)
+            target = folder / name if not (folder / name).exists() else folder / f"{index}-{name}"
+            shutil.copyfile(kept.path, target)
+        case: dict[str, Any] = {"id": case_id, "label": label, "source": "feedback", "incident": summary.id}
+        if feedback.correct and summary.culprit_hosts:
+            case["culprit_host"] = summary.culprit_hosts[0]
+        if feedback.note:
+            case["note"] = feedback.note
+        lines.append(json.dumps(case, ensure_ascii=False))
+    (directory / "cases.jsonl").write_text("".join(line + "\n" for line in lines))
+    return ExportSummary(cases=len(lines), skipped=skipped)

@@ -1,0 +1,81 @@
+"""The bolt App, wired: signature verification (bolt's RequestVerification), the repeated-event filter,
+and the listeners of every surface."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import platformdirs
+from slack_bolt import App
+
+from bot.services.hooks import cluster_actions, job_sources
+from bot.services.incidents import IncidentActions
+from bot.services.outlet import Outlet
+from bot.settings import Settings
+from bot.slack.client import make_client
+from bot.slack.deps import SlackDeps
+from bot.slack.files import Downloader
+from bot.slack.listeners import actions, commands, events, home, shortcuts, views
+from bot.slack.middleware import AdminPolicy, drop_repeated_events
+from bot.slack.outlet import SlackOutlet
+from bot.slack.work import Diagnoser
+
+log = logging.getLogger("ncclbot.slack")
+
+# Listener threads: they acknowledge, post a placeholder and queue; heavy work runs in the Runner.
+LISTENER_THREADS = 16
+SURFACES = (commands, events, shortcuts, actions, views, home)
+
+
+def bundle_root(settings: Settings) -> Path:
+    base = settings.spool_dir or Path(platformdirs.user_data_dir("ncclbot", appauthor=False))
+    return base / "bundles"
+
+
+def build_deps(settings: Settings, store: object, outlet: Outlet | None = None) -> SlackDeps:
+    client = outlet.client if isinstance(outlet, SlackOutlet) else make_client(settings)
+    outlet = outlet if isinstance(outlet, SlackOutlet) else SlackOutlet(client)
+    cluster = cluster_actions(settings)
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
+    downloader = Downloader(
+        client,
+        token=token,
+        api_url=settings.slack_api_url,
+        cap=settings.max_upload_bytes,
+        spool_dir=settings.spool_dir,
+    )
+    diagnoser = Diagnoser(
+        settings=settings,
+        outlet=outlet,
+        store=store,
+        downloader=downloader,
+        bundle_root=bundle_root(settings),
+    )
+    return SlackDeps(
+        settings=settings,
+        client=client,
+        outlet=outlet,
+        store=store,
+        diagnoser=diagnoser,
+        actions=IncidentActions(store=store, outlet=outlet, cluster=cluster),
+        policy=AdminPolicy(client, settings.admin_users, settings.admin_groups),
+        jobs=job_sources(settings),
+    )
+
+
+def build_app(deps: SlackDeps) -> App:
+    secret = deps.settings.slack_signing_secret
+    app = App(
+        name="ncclbot",
+        client=deps.client,
+        signing_secret=secret.get_secret_value() if secret else "",
+        # Verified on the first request instead of at start: a Slack outage must not stop the server.
+        token_verification_enabled=False,
+        listener_executor=ThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
+    )
+    app.middleware(drop_repeated_events(deps.store))
+    for surface in SURFACES:
+        surface.register(app, deps)
+    return app

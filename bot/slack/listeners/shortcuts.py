@@ -1,0 +1,69 @@
+"""The message shortcut "Diagnose with NCCL bot": on any message with files or a pasted log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt import Ack, App, Respond
+
+from bot.services.outlet import MessageRef
+from bot.slack.deps import SlackDeps
+from bot.slack.files import SharedFile
+from bot.slack.listeners.events import pasted_log
+from bot.slack.middleware import audited
+
+CALLBACK_ID = "diagnose_message"
+
+
+def files_of(message: dict[str, Any]) -> list[SharedFile]:
+    """The message's files, and those of messages forwarded into it (attachments)."""
+    found = [SharedFile.from_payload(f) for f in message.get("files") or [] if f.get("id")]
+    for attachment in message.get("attachments") or []:
+        found += [SharedFile.from_payload(f) for f in attachment.get("files") or [] if f.get("id")]
+    return found
+
+
+def register(app: App, deps: SlackDeps) -> None:
+    @app.shortcut(CALLBACK_ID)
+    @audited(deps.store, "shortcut diagnose")
+    def diagnose_message(ack: Ack, body: dict[str, Any], respond: Respond) -> str:
+        ack()
+        message = body.get("message") or {}
+        channel = str((body.get("channel") or {}).get("id"))
+        files = files_of(message)
+        pasted = None if files else pasted_log(str(message.get("text") or ""))
+        if not files and pasted is None:
+            respond(
+                text="That message has no log files and no pasted log to diagnose.", response_type="ephemeral"
+            )
+            return "nothing to read"
+        ts = str(message.get("ts"))
+        thread_ts = message.get("thread_ts")
+        user = (body.get("user") or {}).get("id")
+        key = f"shortcut:{channel}:{ts}:{body.get('trigger_id')}"
+        incident = (
+            deps.store.incident_for_message(channel, str(thread_ts))
+            if thread_ts and thread_ts != ts
+            else None
+        )
+        if incident is not None and incident.slack_channel and incident.slack_ts:
+            deps.start_diagnosis(
+                channel,
+                thread=MessageRef(channel, str(thread_ts)),
+                user=user,
+                files=files,
+                pasted=pasted,
+                incident_id=incident.id,
+                edit=MessageRef(incident.slack_channel, incident.slack_ts),
+                key=key,
+            )
+            return f"joined incident {incident.id}"
+        deps.start_diagnosis(
+            channel,
+            thread=MessageRef(channel, str(thread_ts or ts)),
+            user=user,
+            files=files,
+            pasted=pasted,
+            key=key,
+        )
+        return "queued"

@@ -1,0 +1,67 @@
+"""Modal submissions: the diagnose form (files + pasted log) and the wrong-diagnosis form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slack_bolt import Ack, App
+from slack_sdk import WebClient
+
+from bot.render import slack_blocks as kit
+from bot.services.incidents import ActionError
+from bot.slack.deps import SlackDeps
+from bot.slack.files import SharedFile
+from bot.slack.middleware import audited
+
+
+def _value(view: dict[str, Any], block_action: tuple[str, str]) -> dict[str, Any]:
+    block, action = block_action
+    return dict(((view.get("state") or {}).get("values") or {}).get(block, {}).get(action) or {})
+
+
+def _metadata(view: dict[str, Any]) -> dict[str, Any]:
+    try:
+        data = json.loads(view.get("private_metadata") or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def register(app: App, deps: SlackDeps) -> None:
+    @app.view(kit.VIEW_DIAGNOSE)
+    @audited(deps.store, "modal diagnose")
+    def diagnose_submitted(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> str:
+        files = [
+            SharedFile.from_payload(f)
+            for f in _value(view, kit.INPUT_FILES).get("files") or []
+            if f.get("id")
+        ]
+        pasted = (_value(view, kit.INPUT_PASTED).get("value") or "").strip() or None
+        if not files and pasted is None:
+            ack(response_action="errors", errors={kit.INPUT_FILES[0]: "Attach a log file or paste a log."})
+            return "empty form"
+        ack()
+        meta = _metadata(view)
+        channel = str(meta.get("channel") or (body.get("user") or {}).get("id"))
+        user = (body.get("user") or {}).get("id")
+        key = f"view:{view.get('id')}:{view.get('hash') or body.get('trigger_id')}"
+        deps.start_diagnosis(channel, thread=None, user=user, files=files, pasted=pasted, key=key)
+        return "queued"
+
+    @app.view(kit.VIEW_FEEDBACK)
+    @audited(deps.store, "feedback")
+    def feedback_submitted(ack: Ack, body: dict[str, Any], view: dict[str, Any], client: WebClient) -> str:
+        meta = _metadata(view)
+        chosen = (_value(view, kit.INPUT_CLASS).get("selected_option") or {}).get("value")
+        note = _value(view, kit.INPUT_NOTE).get("value")
+        incident = meta.get("incident")
+        if not isinstance(incident, int) or not chosen:
+            ack(response_action="errors", errors={kit.INPUT_CLASS[0]: "Choose the right class."})
+            return "incomplete"
+        ack()
+        try:
+            deps.actions.correct(incident, str((body.get("user") or {}).get("id")), str(chosen), note)
+        except ActionError as error:
+            return f"failed: {error}"
+        return f"corrected to {chosen}"

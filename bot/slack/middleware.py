@@ -1,0 +1,161 @@
+"""Checks that stay out of the handlers.
+
+- Signatures: bolt's own `RequestVerification` middleware (one class, one `process()`, the 401 built
+  there; `X-Slack-Request-Timestamp` more than 5 minutes off is refused) stays on in `App`.
+- `drop_repeated_events`: the Events API retries a delivery it thinks failed (and a slow first attempt
+  gets retried while still running); an event id seen before is acknowledged and dropped. Kept in the
+  database, so replicas share it.
+- `AdminPolicy` + `admin_only`: Probe, Drain and Resolve (and `/nccl probe`) only for the configured
+  user ids and members of the configured user groups; others get an ephemeral refusal.
+- `audited`: every action written to the store's audit table: who, what, when, outcome.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from slack_bolt import BoltResponse
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+log = logging.getLogger("ncclbot.slack.middleware")
+
+GROUP_CACHE_S = 300.0
+REFUSAL = "Only the bot's admins may do that (ask one, or see NCCLBOT_ADMIN_USERS / NCCLBOT_ADMIN_GROUPS)."
+
+
+def drop_repeated_events(store: Any) -> Callable[..., BoltResponse | None]:
+    """Global middleware: an Events API delivery whose event id was processed before ends here."""
+
+    def middleware(body: dict[str, Any], next: Callable[[], None], request: Any) -> BoltResponse | None:
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if event_id and not store.mark_processed(f"event:{event_id}"):
+            retry = request.headers.get("x-slack-retry-num", ["0"])[0]
+            log.info("dropping repeated event %s (retry %s)", event_id, retry)
+            return BoltResponse(status=200, body="")
+        next()
+        return None
+
+    return middleware
+
+
+def actor_of(body: dict[str, Any]) -> str | None:
+    """The Slack user behind a command, action, shortcut or view submission."""
+    user = body.get("user")
+    if isinstance(user, dict):
+        return user.get("id")
+    return body.get("user_id") or (user if isinstance(user, str) else None)
+
+
+def action_value(body: dict[str, Any]) -> dict[str, Any]:
+    """The JSON value of the pressed button (bot.render.slack_blocks.button)."""
+    try:
+        value = json.loads((body.get("actions") or [{}])[0].get("value") or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class AdminPolicy:
+    """Who counts as an admin: listed user ids, or members of listed user groups (usergroups.users.list,
+    cached for a few minutes)."""
+
+    def __init__(self, client: WebClient, users: Iterable[str], groups: Iterable[str]) -> None:
+        self.client = client
+        self.users = frozenset(users)
+        self.groups = tuple(groups)
+        self._members: frozenset[str] = frozenset()
+        self._fetched = float("-inf")
+        self._lock = threading.Lock()
+
+    def allows(self, user: str | None) -> bool:
+        if not user:
+            return False
+        return user in self.users or user in self._group_members()
+
+    def _group_members(self) -> frozenset[str]:
+        if not self.groups:
+            return frozenset()
+        with self._lock:
+            if time.monotonic() - self._fetched < GROUP_CACHE_S:
+                return self._members
+            members: set[str] = set()
+            for group in self.groups:
+                try:
+                    members |= set(self.client.usergroups_users_list(usergroup=group).get("users") or [])
+                except SlackApiError as error:
+                    log.warning("cannot list user group %s: %s", group, error.response.get("error"))
+            self._members, self._fetched = frozenset(members), time.monotonic()
+            return self._members
+
+
+def admin_only(
+    policy: AdminPolicy, store: Any, what: Callable[[dict[str, Any]], str | None]
+) -> Callable[..., BoltResponse | None]:
+    """Listener middleware: `what(body)` names the privileged action in this request (None: nothing
+    privileged, let it through). A refusal is audited and answered ephemerally."""
+
+    def middleware(body: dict[str, Any], client: WebClient, next: Callable[[], None]) -> BoltResponse | None:
+        action = what(body)
+        user = actor_of(body)
+        if action is None or policy.allows(user):
+            next()
+            return None
+        record(store, user, action, body, "refused: not an admin")
+        if body.get("command"):  # a slash command's refusal is its (ephemeral) response
+            return BoltResponse(status=200, body={"response_type": "ephemeral", "text": REFUSAL})
+        channel = (body.get("channel") or {}).get("id")
+        if channel and user:
+            try:
+                client.chat_postEphemeral(channel=channel, user=user, text=REFUSAL)
+            except SlackApiError as error:
+                log.warning("cannot post the refusal: %s", error.response.get("error"))
+        return BoltResponse(status=200, body="")
+
+    return middleware
+
+
+def record(store: Any, user: str | None, action: str, body: dict[str, Any], outcome: str) -> None:
+    incident = action_value(body).get("incident") if body.get("actions") else None
+    try:
+        store.audit(
+            user or "unknown",
+            action,
+            incident_id=incident if isinstance(incident, int) else None,
+            detail={
+                "outcome": outcome[:500],
+                "channel": (body.get("channel") or {}).get("id") or body.get("channel_id"),
+            },
+        )
+    except Exception:  # the audit must not block the action it describes
+        log.exception("audit record failed")
+
+
+def audited(
+    store: Any, what: str | Callable[[dict[str, Any]], str]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for listeners taking `body`: the listener's return value (a short outcome, None = "ok")
+    or its exception goes to the audit table with who and what."""
+
+    def decorate(listener: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(listener)
+        def wrapper(**kwargs: Any) -> Any:
+            body = kwargs["body"]
+            name = what if isinstance(what, str) else what(body)
+            try:
+                outcome = listener(**kwargs)
+            except Exception as error:
+                record(store, actor_of(body), name, body, f"error: {type(error).__name__}: {error}")
+                raise
+            record(store, actor_of(body), name, body, str(outcome or "ok"))
+            return None
+
+        return wrapper
+
+    return decorate

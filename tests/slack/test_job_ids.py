@@ -1,0 +1,106 @@
+"""`/nccl diagnose <job-id> [cluster]` once job sources exist: the job's logs are fetched through the
+JobSources hook (bot.jobs provides the real ones; here a directory of logs stands in), diagnosed, and
+the incident message names the job; an unknown job is told in the placeholder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.services.hooks import JobLogs, JobNotFound
+from bot.services.outlet import Message
+from bot.settings import Settings
+from bot.slack.app import build_deps
+from bot.slack.deps import SlackDeps
+from bot.store import Store
+from tests.fakes.slack_api import FakeSlack, blocks_text
+from tests.scenario_tests.logs import next_culprit, oom_log
+
+
+class DirectoryJobs:
+    """Job sources over a folder per job: `<root>/<cluster>/<job_id>/`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def fetch(self, job_id: str, cluster: str | None) -> JobLogs:
+        folder = self.root / (cluster or "default") / job_id
+        if not folder.is_dir():
+            raise JobNotFound(f"job {job_id} is unknown on {cluster or 'the default cluster'}")
+        return JobLogs(job_id=job_id, paths=(str(folder),), cluster=cluster, name=f"pretrain-{job_id}")
+
+
+@pytest.fixture
+def deps(tmp_path: Path) -> Iterator[tuple[SlackDeps, FakeSlack]]:
+    with FakeSlack() as slack:
+        settings = Settings(
+            slack_bot_token=slack.bot_token,
+            slack_api_url=slack.api_url,
+            database_url=f"sqlite:///{tmp_path / 'store.sqlite3'}",
+            spool_dir=tmp_path / "spool",
+        )
+        with Store.open(settings.database_url) as store:
+            built = build_deps(settings, store)
+            built.jobs = DirectoryJobs(tmp_path / "jobs")
+            yield built, slack
+
+
+def test_job_logs_are_fetched_diagnosed_and_the_job_named(
+    deps: tuple[SlackDeps, FakeSlack], tmp_path: Path
+) -> None:
+    slack_deps, slack = deps
+    rank, host = next_culprit()
+    folder = tmp_path / "jobs" / "east" / "771204"
+    folder.mkdir(parents=True)
+    (folder / "train.log").write_bytes(oom_log(rank))
+    placeholder = slack_deps.outlet.post("C1", Message(text="Fetching the logs of job 771204…"))
+    payload = {
+        "job_id": "771204",
+        "cluster": "east",
+        "channel": "C1",
+        "user": "U1",
+        "placeholder": {"channel": placeholder.channel, "ts": placeholder.ts},
+    }
+    slack_deps.handlers()["slack.job"](_item(payload))
+    [message] = [m for m in slack.top_level("C1") if m["ts"] == placeholder.ts]
+    shown = blocks_text(message["blocks"])
+    assert "cuda/oom" in shown and host in shown
+    assert "`pretrain-771204` on `east`" in shown
+    assert slack_deps.store.message_for_job("771204", "east") == ("C1", placeholder.ts)
+
+
+def test_unknown_job_is_told_in_the_placeholder(deps: tuple[SlackDeps, FakeSlack]) -> None:
+    slack_deps, slack = deps
+    placeholder = slack_deps.outlet.post("C1", Message(text="Fetching…"))
+    payload = {
+        "job_id": "404",
+        "cluster": None,
+        "channel": "C1",
+        "user": "U1",
+        "placeholder": {"channel": placeholder.channel, "ts": placeholder.ts},
+    }
+    slack_deps.handlers()["slack.job"](_item(payload))
+    [message] = slack.top_level("C1")
+    assert "job 404 is unknown" in blocks_text(message["blocks"])
+
+
+def _item(payload: dict) -> object:
+    from datetime import UTC, datetime
+
+    from bot.store.queue import QueuedItem
+
+    return QueuedItem(
+        id=1,
+        kind="slack.job",
+        key="k",
+        group_key=None,
+        payload=payload,
+        status="running",
+        attempts=1,
+        created_at=datetime.now(UTC),
+        claimed_by="test",
+        last_error=None,
+        result=None,
+    )
