@@ -5,8 +5,10 @@ logs, log paths the bot can read (only under NCCLBOT_WEBHOOK_LOG_ROOTS), else th
 job's cluster (Slurm's scontrol/sacct, a log directory, Kubernetes pods). A job whose logs cannot be
 had is still posted, saying why: the on-call engineer learns that it failed either way.
 
-Exactly once: the message is posted through `post_once` under `job-failed/<cluster>/<job>/<attempt>`,
-so a retried or re-sent event, or one taken over after a crash, finds the earlier post.
+A diagnosis is published like a Slack upload's (bot.services.publish: one top-level message per
+incident naming the job, edited in place; a repeat of the fingerprint in its thread). Exactly once:
+every post carries an idempotency key, and the event's own key `job-failed/<cluster>/<job>/<attempt>`
+is recorded with the message, so a retried or re-sent event, or one taken over after a crash, finds it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from bot.services.diagnose import DiagnosisOutcome, DiagnosisRequest, diagnose_a
 from bot.services.job_logs import fetch_job_logs
 from bot.services.outlet import Message, Outlet
 from bot.services.posting import post_once
+from bot.services.publish import publish_diagnosis
 from bot.services.worker import PermanentError
 from bot.settings import Settings
 from bot.store import Store
@@ -92,24 +95,19 @@ class JobFailureService:
                 "no channel to post to: the event names none and NCCLBOT_DEFAULT_CHANNEL is unset"
             )
         diagnosed = self._diagnose(failure, final=tries >= SOURCE_ATTEMPTS)
+        outcome = diagnosed.outcome
+        if outcome is not None:
+            # The same publication as a Slack upload: one message per incident naming the job, details
+            # in its thread, a repeat of the fingerprint as a reply (bot.services.publish).
+            published = publish_diagnosis(self.outlet, self.store, channel, outcome, job=failure.job_id)
+            ref = self.store.remember_message(failure.key, published.message.channel, published.message.ts)
+            incident = outcome.incident.id if outcome.incident is not None else None
+            return {"channel": ref.channel, "ts": ref.ts, "class": outcome.diagnosis.primary.class_id,
+                    "incident": incident, "repeat": published.repeat}  # fmt: skip
         view = self._view(failure, diagnosed)
-        ref = post_once(
-            self.outlet,
-            self.store,
-            failure.key,
-            channel,
-            Message(text=render.text(view), blocks=tuple(render.blocks(view))),
-        )
-        incident = diagnosed.outcome.incident if diagnosed.outcome is not None else None
-        if incident is not None and incident.slack_ts is None:
-            self.store.set_slack_message(incident.id, ref.channel, ref.ts)
-        return {
-            "channel": ref.channel,
-            "ts": ref.ts,
-            "class": view.class_id,
-            "incident": incident.id if incident is not None else None,
-            "problem": diagnosed.problem,
-        }
+        message = Message(text=render.text(view), blocks=tuple(render.blocks(view)))
+        posted = post_once(self.outlet, self.store, failure.key, channel, message)
+        return {"channel": posted.channel, "ts": posted.ts, "class": None, "problem": diagnosed.problem}
 
     # -- diagnosis ------------------------------------------------------------------------------------
 
@@ -177,7 +175,8 @@ class JobFailureService:
     # -- message --------------------------------------------------------------------------------------
 
     def _view(self, failure: JobFailure, diagnosed: Diagnosed) -> render.JobFailureView:
-        base = render.JobFailureView(
+        """The message of a job that could not be diagnosed (`diagnosed.problem` says why)."""
+        return render.JobFailureView(
             cluster=failure.cluster,
             job_id=failure.job_id,
             attempt=failure.attempt,
@@ -187,26 +186,4 @@ class JobFailureService:
             user=failure.user,
             nodes=failure.nodes or diagnosed.nodes,
             problem=diagnosed.problem,
-        )
-        outcome = diagnosed.outcome
-        if outcome is None:
-            return base
-        primary = outcome.diagnosis.primary
-        culprit = outcome.diagnosis.culprit
-        incident = outcome.incident
-        return replace(
-            base,
-            class_id=primary.class_id,
-            title=primary.title,
-            confidence=primary.confidence,
-            culprit_hosts=culprit.hosts if culprit else (),
-            culprit_ranks=culprit.ranks if culprit else (),
-            culprit_reason=culprit.reason if culprit else None,
-            summary=outcome.runbook.summaries.executive,
-            evidence=tuple(
-                f"{e.source}:{e.line}: {e.text}" for e in primary.evidence[: render.EVIDENCE_LINES]
-            ),
-            recurrence=incident.recurrence_line if incident is not None else None,
-            incident_id=incident.id if incident is not None else None,
-            problem=outcome.store_warning,
         )

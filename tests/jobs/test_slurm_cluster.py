@@ -107,3 +107,13 @@ def test_dry_run_changes_nothing_and_slurm_refusals_are_one_line(tmp_path: Path)
         ActionError, match=r"requeue 999999 failed at `scontrol requeuehold 999999`: .*[Ii]nvalid job id"
     ):
         actions.requeue("999999", exclude=[NODE], dry_run=False)
+
+
+def test_an_unknown_node_is_refused_not_mistaken_for_the_only_one() -> None:
+    """On a one-node cluster, 22.05 applies `scontrol update NodeName=<unknown>` to its only node."""
+    actions = SlurmActions()
+    with pytest.raises(ActionError, match="Node gpu-node-042 not found"):
+        actions.drain("gpu-node-042", "x", dry_run=False)
+    with pytest.raises(ActionError, match="Node gpu-node-042 not found"):
+        actions.requeue("1", exclude=["gpu-node-042"], dry_run=False)
+    assert "DRAIN" not in actions.node_state(NODE)

@@ -26,6 +26,9 @@ IN_GROUP = Actor(id="UOTHER", via="slack", groups=frozenset({"SONCALL"}))
 @pytest.fixture
 def slurm(tmp_path: Path) -> FakeSlurm:
     fake = fake_slurm(tmp_path)
+    fake.answer(
+        "scontrol", "show node", "NodeName=gpu-node-017 Arch=x86_64\n   State=IDLE+DRAIN ThreadsPerCore=1\n"
+    )
     fake.answer("scontrol", "update NodeName=", "")
     fake.answer("scontrol", "requeuehold", "")
     fake.answer("scontrol", "release", "")
@@ -48,7 +51,7 @@ def test_admins_and_members_of_admin_groups_may_drain_others_are_refused_and_aud
     actions.drain(IN_GROUP, "gpu-node-018", reason="flapping link")
     with pytest.raises(ActionDenied, match="USOMEONE may not node drain"):
         actions.drain(STRANGER, "gpu-node-019", reason="x")
-    drained = [call for call in slurm.calls() if call[:2] == ["update", "NodeName=gpu-node-019"]]
+    drained = [call for call in slurm.calls() if "NodeName=gpu-node-019" in call or "gpu-node-019" in call]
     assert drained == []
     audit = [
         (e.actor, e.detail["target"], e.detail["outcome"]) for e in store.audit_entries(action="node-drain")
@@ -107,7 +110,6 @@ def test_a_refused_or_invalid_action_is_audited_as_failed(store: Store, tmp_path
 def test_the_cli_drains_resumes_and_requeues_through_the_same_service(
     tmp_path: Path, slurm: FakeSlurm
 ) -> None:
-    slurm.answer("scontrol", "show node", "NodeName=gpu-node-017\n   State=IDLE+DRAIN ThreadsPerCore=1\n")
     env = {
         "NCCLBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
         "NCCLBOT_SLURM_BIN_DIR": str(slurm.bin_dir),

@@ -5,6 +5,7 @@ tests/server/helpers.py.)"""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -25,6 +26,17 @@ from bot.webhook.auth import signed_headers
 SECRET = "test-webhook-secret"
 PATH = "/webhooks/job-failed"
 
+# An incident message names its job as "*Job:* `48213` on `prod-a`" (bot.render.slack_incident); a job
+# that could not be diagnosed is "FAILED (exit 1): job 48213 on prod-a — not diagnosed".
+_INCIDENT_JOB = re.compile(r"\*Job:\* `([^`]+)`")
+_PLAIN_JOB = re.compile(r"\bjob (\S+) ")
+
+
+def job_named(text: str, blocks: object) -> str | None:
+    """The job a top-level message is about."""
+    found = _INCIDENT_JOB.search(json.dumps(blocks)) or _PLAIN_JOB.search(text)
+    return found.group(1) if found else None
+
 
 @dataclass
 class Answer:
@@ -38,6 +50,10 @@ class Webhook:
     url: str
     outlet: InMemoryOutlet
     context: ServerContext
+
+    def top_level_for(self, job: str) -> list[Any]:
+        """The top-level messages about `job` (PostedMessage, edits in `.current`)."""
+        return [p for p in self.outlet.top_level() if job_named(p.current.text, p.current.blocks) == job]
 
     def post(self, body: bytes, headers: dict[str, str], *, path: str = PATH) -> Answer:
         request = urllib.request.Request(self.url + path, data=body, headers=headers, method="POST")

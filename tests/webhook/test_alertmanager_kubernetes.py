@@ -33,6 +33,7 @@ def test_a_failed_pytorchjob_reported_by_alertmanager_is_diagnosed_from_its_pod_
         while not webhook.outlet.top_level() and time.monotonic() < deadline:
             time.sleep(0.1)
         [post] = webhook.outlet.top_level()
-    assert post.message.text.startswith("FAILED: job research/bert-large on k8s-east — cuda/oom")
-    assert "culprit gpu-node-018" in post.message.text  # the node of the pod that ran out of memory
-    assert "gpu-node-017, gpu-node-018" in json.dumps(post.message.blocks)
+    assert (
+        post.message.text == "cuda/oom: CUDA out of memory on a rank (culprit gpu-node-018)"
+    )  # its pod's node
+    assert "*Job:* `research/bert-large` on `k8s-east`" in json.dumps(post.message.blocks)

@@ -17,7 +17,7 @@ from bot.store import Store
 from bot.store.queue import WorkQueue
 from bot.webhook.auth import signed_headers
 from tests.server.helpers import running_server, start_server
-from tests.webhook.harness import SECRET
+from tests.webhook.harness import SECRET, job_named
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +35,10 @@ def server_env(database_url: str, outlet: Path) -> dict[str, str]:
 
 
 def send(url: str, job: str) -> int:
+    # A node of its own per job: each failure is an incident of its own, with its own top-level message.
     rank = int(job) % 8
     event = {"cluster": "prod-a", "job_id": job, "state": "FAILED", "exit_code": 1,
-             "logs": [{"name": f"rank{rank}.log", "text": OOM.format(r=rank)}]}  # fmt: skip
+             "logs": [{"name": f"gpu-node-{job}.log", "text": OOM.format(r=rank)}]}  # fmt: skip
     body = json.dumps(event).encode()
     headers = {"Content-Type": "application/json", **signed_headers(SECRET, body)}
     request = urllib.request.Request(url + "/webhooks/job-failed", data=body, method="POST", headers=headers)
@@ -46,13 +47,12 @@ def send(url: str, job: str) -> int:
 
 
 def posts_per_job(outlet: Path) -> Counter[str]:
-    """Top-level messages written to the outlet, counted by the job their key names."""
+    """Top-level messages written to the outlet, counted by the job they name."""
     if not outlet.exists():
         return Counter()
     lines = [json.loads(line) for line in outlet.read_text().splitlines()]
-    return Counter(
-        line["key"].split("/")[2] for line in lines if line["op"] == "post" and line["thread_ts"] is None
-    )
+    tops = [line for line in lines if line["op"] == "post" and line["thread_ts"] is None]
+    return Counter(job_named(line["text"], line["blocks"]) for line in tops)
 
 
 def wait_for(condition: object, timeout: float) -> None:
@@ -103,5 +103,7 @@ def test_two_replicas_on_one_postgresql_drain_one_queue_and_post_each_event_once
         wait_for(lambda: len(posts_per_job(outlet)) == len(jobs), timeout=120)
         time.sleep(4)
     assert posts_per_job(outlet) == Counter({job: 1 for job in jobs})
-    posted_by = Counter(json.loads(line)["pid"] for line in outlet.read_text().splitlines())
+    posted_by = Counter(
+        json.loads(line)["pid"] for line in outlet.read_text().splitlines() if '"post"' in line
+    )
     assert len(posted_by) == 2, f"one replica did all the work: {posted_by}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,15 +14,15 @@ from bot.store import Store
 from bot.store.queue import WorkQueue
 from tests.conftest import need_service
 from tests.fixtures.postgres_server import postgres_bin, private_postgres
-from tests.webhook.harness import SECRET, Webhook, running_webhook, settings_for
+from tests.webhook.harness import SECRET, running_webhook, settings_for
 from tests.webhook.test_shapes import example
 
 
-def wait_for_posts(webhook: Webhook, count: int, timeout: float = 30.0) -> None:
+def wait_for(condition: Callable[[], object], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and len(webhook.outlet.posted) < count:
+    while not condition():
+        assert time.monotonic() < deadline, f"not true after {timeout} s"
         time.sleep(0.05)
-    assert len(webhook.outlet.posted) >= count, f"{len(webhook.outlet.posted)} posts after {timeout} s"
 
 
 def test_an_accepted_event_is_diagnosed_and_posted_once_naming_the_job(database_url: str) -> None:
@@ -29,26 +30,33 @@ def test_an_accepted_event_is_diagnosed_and_posted_once_naming_the_job(database_
         first = webhook.send(example("generic"))
         assert first.status == 202, first.body
         assert first.body["accepted"][0]["duplicate"] is False
-        wait_for_posts(webhook, 1)
+        wait_for(lambda: webhook.top_level_for("48213"))
         for _ in range(3):  # the sender retries (a timeout on its side): accepted, nothing new
             again = webhook.send(example("generic"))
             assert (again.status, again.body["accepted"][0]["duplicate"]) == (202, True)
         time.sleep(1.0)
         [post] = webhook.outlet.top_level()
         assert post.ref.channel == "C0123INCIDENTS"
-        assert "job 48213 (llama-70b-pretrain) on prod-a" in post.message.text
-        assert "cuda/oom" in post.message.text
-        header = post.message.blocks[0]["text"]["text"]
-        assert header.startswith("FAILED (exit 1): job 48213")
+        assert post.message.text.startswith("cuda/oom: CUDA out of memory on a rank")
+        assert "*Job:* `48213` on `prod-a`" in json.dumps(post.message.blocks)
+        assert [reply.message.text for reply in webhook.outlet.replies(post.ref)] == [
+            "Evidence and runbook steps"
+        ]
 
 
-def test_another_attempt_of_the_same_job_is_a_new_event(database_url: str) -> None:
+def test_another_attempt_of_the_same_job_is_a_new_event_told_in_the_incidents_thread(
+    database_url: str,
+) -> None:
+    requeued = example("generic")
+    requeued["attempt"] = 1
+    requeued["logs"][0]["text"] += "[rank3]: (second attempt)\n"
     with running_webhook(settings_for(database_url)) as webhook:
         assert webhook.send(example("generic")).status == 202
-        assert webhook.send({**example("generic"), "attempt": 1}).status == 202
-        wait_for_posts(webhook, 2)
-        texts = [p.message.text for p in webhook.outlet.top_level()]
-        assert any("attempt 1" in text for text in texts)
+        wait_for(lambda: webhook.top_level_for("48213"))
+        assert webhook.send(requeued).status == 202
+        [post] = webhook.top_level_for("48213")
+        wait_for(lambda: any(r.message.text == "Seen again" for r in webhook.outlet.replies(post.ref)))
+        assert len(webhook.outlet.top_level()) == 1
 
 
 def test_a_job_whose_logs_cannot_be_had_is_still_posted_saying_why(tmp_path: Path) -> None:
@@ -59,7 +67,7 @@ def test_a_job_whose_logs_cannot_be_had_is_still_posted_saying_why(tmp_path: Pat
     )
     with running_webhook(settings) as webhook:
         assert webhook.send({"cluster": "c1", "job_id": "77", "state": "TIMEOUT"}).status == 202
-        wait_for_posts(webhook, 1)
+        wait_for(lambda: webhook.top_level_for("77"))
         [post] = webhook.outlet.top_level()
         assert "TIMEOUT: job 77 on c1 — not diagnosed" in post.message.text
         assert "logs not found: no logs for job 77" in json.dumps(post.message.blocks)
@@ -83,12 +91,10 @@ def test_log_paths_are_read_only_under_the_configured_roots(tmp_path: Path) -> N
         webhook.send({"cluster": "c1", "job_id": "1", "log_paths": [str(allowed / "rank0.log")]})
         webhook.send({"cluster": "c1", "job_id": "2", "log_paths": [str(secret / "rank0.log")]})
         webhook.send({"cluster": "c1", "job_id": "3", "log_paths": [str(allowed / "escape.log")]})
-        wait_for_posts(webhook, 3)
-        by_job = {
-            p.message.text.split("job ")[1].split(" ")[0]: p.message.text for p in webhook.outlet.top_level()
-        }
-        assert "cuda/oom" in by_job["1"]
-        assert "not diagnosed" in by_job["2"] and "not diagnosed" in by_job["3"]
+        wait_for(lambda: all(webhook.top_level_for(job) for job in ("1", "2", "3")))
+        assert webhook.top_level_for("1")[0].message.text.startswith("cuda/oom")
+        for job in ("2", "3"):
+            assert webhook.top_level_for(job)[0].message.text == f"FAILED: job {job} on c1 — not diagnosed"
 
 
 @pytest.mark.parametrize(
@@ -163,7 +169,7 @@ def test_the_database_down_is_503_and_once_it_is_back_events_are_accepted_and_po
     )
     with private_postgres() as server, running_webhook(settings_for(server.url)) as webhook:
         assert webhook.send(example("generic")).status == 202
-        wait_for_posts(webhook, 1)
+        wait_for(lambda: webhook.top_level_for("48213"))
         server.stop()
         answer = webhook.send({**example("generic"), "job_id": "48214"})
         assert answer.status == 503
@@ -175,7 +181,8 @@ def test_the_database_down_is_503_and_once_it_is_back_events_are_accepted_and_po
             assert time.monotonic() < deadline, again.body  # the pool reconnects
             time.sleep(0.5)
         assert again.status == 202
-        wait_for_posts(webhook, 2)
+        # The same failure in another job: a repeat of the incident, told in its thread.
+        wait_for(lambda: any("`48214`" in json.dumps(p.message.blocks) for p in webhook.outlet.posted))
 
 
 def test_hostile_log_text_is_diagnosed_and_posted_without_pinging_anyone(tmp_path: Path) -> None:
@@ -188,7 +195,7 @@ def test_hostile_log_text_is_diagnosed_and_posted_without_pinging_anyone(tmp_pat
     }
     with running_webhook(settings_for(f"sqlite:///{tmp_path / 's.db'}")) as webhook:
         assert webhook.send(event).status == 202
-        wait_for_posts(webhook, 1)
+        wait_for(lambda: webhook.top_level_for("5"))
         [post] = webhook.outlet.top_level()
     # What Slack parses as mrkdwn: the fallback text and every mrkdwn field (plain_text is shown as is).
     parsed = [post.message.text, *mrkdwn_fields(post.message.blocks)]

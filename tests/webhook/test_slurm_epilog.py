@@ -1,8 +1,8 @@
 """End to end on the real single-node Slurm: a job prints a 16-rank NCCL watchdog failure and exits 1;
 the EpilogSlurmctld hook (deploy/slurm/ncclbot-epilog.py) posts the signed webhook to a running
-`ncclbot serve`; the bot reads the job through the slurm job source, diagnoses and posts (to a JSON-lines
-outlet the test reads); the node is drained and the job requeued away from it through the same service
-the Slack buttons call."""
+`ncclbot serve`; the bot reads the job through the slurm job source, diagnoses and posts to the fake
+Slack Web API; the posted Drain button is pressed (a signed interaction) and reaches Slurm; the node is
+drained and the job requeued away from it through the same service the buttons call."""
 
 from __future__ import annotations
 
@@ -19,10 +19,14 @@ from bot.services.cluster_actions import Actor, ClusterActionService
 from bot.settings import Settings
 from bot.store import Store
 from bot.store.queue import WorkQueue
+from matcher.taxonomy import title
+from tests.fakes.slack_api import FakeSlack, eventually
 from tests.fixtures.multirank import write_job
 from tests.jobs.test_slurm_cluster import NODE, sbatch, wait_for_state
+from tests.scenario_tests import slack_requests
+from tests.scenario_tests.flows import buttons
 from tests.server.helpers import running_server
-from tests.webhook.harness import SECRET
+from tests.webhook.harness import SECRET, job_named
 from tests.webhook.slurm_epilog import epilog_dir, installed_epilog
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -32,6 +36,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # matcher rightly never names as a culprit. So the message names gpu-node-001 as the culprit, lists the
 # job's Slurm node, and the drain below acts on that node.
 CULPRIT_HOST = "gpu-node-001"
+CHANNEL = "C0INCIDENTS"
 
 
 def job_with_nccl_failure(folder: Path) -> str:
@@ -59,36 +64,77 @@ def post_for(outlet: Path, job: str, timeout: float = 90.0) -> dict[str, str]:
     while time.monotonic() < deadline:
         lines = [json.loads(line) for line in outlet.read_text().splitlines()] if outlet.exists() else []
         for line in lines:
-            if line["op"] == "post" and line["thread_ts"] is None and f"job {job} " in line["text"]:
+            if (
+                line["op"] == "post"
+                and line["thread_ts"] is None
+                and job_named(line["text"], line["blocks"]) == job
+            ):
                 return {"text": line["text"], "blocks": json.dumps(line["blocks"])}
         time.sleep(0.2)
     raise AssertionError(f"nothing posted for job {job} within {timeout} s")
 
 
-def test_a_failed_slurm_job_posts_its_diagnosis_then_its_node_is_drained_and_the_job_requeued(
+def test_a_failed_slurm_job_is_posted_to_slack_then_its_node_drained_and_the_job_requeued(
     tmp_path: Path,
 ) -> None:
     epilog_dir()
     workdir = tmp_path / "llama runs"
     workdir.mkdir()
     script = job_with_nccl_failure(workdir)
-    database_url, outlet = f"sqlite:///{tmp_path / 'bot.db'}", tmp_path / "messages.jsonl"
-    with (
-        running_server(server_env(database_url, outlet)) as server,
-        installed_epilog(tmp_path, server.url + "/webhooks/job-failed", SECRET),
-    ):
-        job = sbatch(workdir, script, "--job-name=llama pretrain", "--output=%x-%j.out")
-        wait_for_state(job, {"FAILED"})
-        posted = post_for(outlet, job)
-    assert f"FAILED (exit 1): job {job} (llama pretrain) on ncclbot-test" in str(posted["text"])
-    assert "timeout/straggler-input" in str(posted["text"])
-    assert f"culprit {CULPRIT_HOST}" in str(posted["text"])
-    assert "rank 11" in str(posted["blocks"]) and f"*Nodes:* {NODE}" in str(posted["blocks"])
+    database_url = f"sqlite:///{tmp_path / 'bot.db'}"
+    with FakeSlack() as slack:
+        env = {
+            **server_env(database_url, tmp_path / "unused.jsonl"),
+            **slack.env(),
+            "SLACK_SIGNING_SECRET": slack_requests.SECRET,
+            "NCCLBOT_ADMIN_USERS": "UONCALL",
+        }
+        with (
+            running_server(env) as server,
+            installed_epilog(tmp_path, server.url + "/webhooks/job-failed", SECRET),
+        ):
+            job = sbatch(workdir, script, "--job-name=llama pretrain", "--output=%x-%j.out")
+            wait_for_state(job, {"FAILED"})
+            [message] = eventually(lambda: incident_messages_for(slack, job), timeout=90)
+            assert (
+                message["text"]
+                == f"timeout/straggler-input: {title('timeout/straggler-input')} (culprit {CULPRIT_HOST})"
+            )
+            shown = json.dumps(message["blocks"])
+            assert f"*Job:* `{job}` on `ncclbot-test`" in shown and "rank `11`" in shown
+            [details] = eventually(lambda: slack.thread(CHANNEL, message["ts"]))
+            assert "llama pretrain-" in json.dumps(details["blocks"])  # evidence cites the job's own stdout
+
+            # The posted Drain button: through the admin check to the same service and on to Slurm, which
+            # knows no such node (the culprit host of the log is not a node of this one-node cluster).
+            drain = buttons(message)["incident.drain"]
+            assert drain["text"]["text"] == f"Drain {CULPRIT_HOST}"
+            payload = slack_requests.block_action(
+                "incident.drain",
+                json.loads(drain["value"]),
+                channel=CHANNEL,
+                message_ts=message["ts"],
+                user="UONCALL",
+            )
+            assert slack_requests.interaction(server.url, payload).status == 200
+            said = eventually(
+                lambda: [m for m in slack.thread(CHANNEL, message["ts"]) if "drain" in m["text"]]
+            )
+            assert (
+                f"{CULPRIT_HOST}` could not drain" in said[0]["text"]
+                and f"Node {CULPRIT_HOST} not found" in said[0]["text"]
+            )
 
     with Store.open(database_url) as store:
         [incident] = store.incidents()
-        service = ClusterActionService(Settings(admin_users=["UONCALL"]), store)
-        oncall = Actor(id="UONCALL", via="slack")
+        [pressed] = store.audit_entries(action="node-drain")
+        assert (pressed.actor, pressed.detail["outcome"], pressed.detail["admitted_by"]) == (
+            "UONCALL",
+            "failed",
+            "slack admin policy",
+        )
+        service = ClusterActionService(Settings(), store)
+        oncall = Actor(id="UONCALL", via="slack", admitted_by="slack admin policy")
         try:
             service.drain(oncall, NODE, incident_id=incident.id, cluster="ncclbot-test")
             sinfo = subprocess.run(["sinfo", "-h", "-n", NODE, "-o", "%T|%E"], capture_output=True, text=True)
@@ -104,6 +150,10 @@ def test_a_failed_slurm_job_posts_its_diagnosis_then_its_node_is_drained_and_the
             for entry in store.audit_entries(incident_id=incident.id)
         ]
     assert ("node-drain", "done", "UONCALL") in audit and ("job-requeue", "done", "UONCALL") in audit
+
+
+def incident_messages_for(slack: FakeSlack, job: str) -> list[dict[str, object]]:
+    return [m for m in slack.top_level(CHANNEL) if f"*Job:* `{job}`" in json.dumps(m.get("blocks"))]
 
 
 def test_with_ncclbot_on_the_controller_only_the_diagnosis_travels(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 Requeue is `requeuehold` -> `update ExcNodeList` -> `release`: held, the job cannot start on the bad
 node between the requeue and the exclusion. Slurm itself enforces who may do this (SlurmUser, root or
 an operator); its refusal comes back as the action's error.
+
+Nodes are looked up (`scontrol show node`) before they are changed: on a one-node cluster Slurm 22.05
+applies `scontrol update NodeName=<any unknown name>` to its only node and exits 0.
 """
 
 from __future__ import annotations
@@ -38,7 +41,14 @@ class SlurmActions:
         argv = self.commands.argv(
             "scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={drain_reason(reason)}"
         )
-        return self._run("drain", node, [argv], dry_run=dry_run)
+        if dry_run:
+            return self._run("drain", node, [argv], dry_run=True)
+        self.node_state(node)  # an unknown node: 22.05's `scontrol update` says nothing and exits 0
+        done = self._run("drain", node, [argv], dry_run=False)
+        state = self.node_state(node)
+        if "DRAIN" not in state:
+            raise ActionError(f"drain {node}: Slurm took the update but the node is {state}")
+        return ActionOutcome(done.action, node, False, done.steps, detail=f"State={state}")
 
     def resume(self, host: str, *, dry_run: bool) -> ActionOutcome:
         node = names.host(host)
@@ -60,6 +70,9 @@ class SlurmActions:
                 self.commands.argv("scontrol", "update", f"JobId={job}", f"ExcNodeList={','.join(hosts)}")
             )
         steps.append(self.commands.argv("scontrol", "release", job))
+        if not dry_run:
+            for node in hosts:  # an unknown node would fail the update and leave the job held
+                self.node_state(node)
         return self._run("requeue", job, steps, dry_run=dry_run)
 
     def node_state(self, host: str) -> str:
