@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.jobs.actions import ACTIONS
 from bot.jobs.model import ActionOutcome, JobError, JobRef
+from bot.jobs.sources import ANY_CLUSTER, kind_for
 from bot.services.cluster_actions import Actor, ClusterActionService
 from bot.services.job_logs import fetch_job_logs
 from bot.settings import Settings
@@ -133,8 +134,10 @@ def job_sources(settings: Settings) -> JobSources | None:
 
 
 def cluster_actions(settings: Settings) -> ClusterActions | None:
-    """None when no cluster can have actions (every job source is a log folder, actions `none`)."""
-    kinds = {*settings.cluster_actions.values(), *settings.job_sources.values()}
+    """None when no cluster has actions (actions `none`, or every job source a log folder)."""
+    clusters = {*settings.cluster_actions, *settings.job_sources}
+    named = {None if cluster == ANY_CLUSTER else cluster for cluster in clusters}
+    kinds = {kind_for(settings.cluster_actions, c) or kind_for(settings.job_sources, c) for c in named}
     if not kinds & set(ACTIONS):
         return None
     return ConfiguredClusterActions(settings)

@@ -150,3 +150,21 @@ def test_an_actor_the_front_end_already_admitted_may_act_and_the_audit_says_who_
         "slack admin policy (user groups)",
         "done",
     )
+
+
+@pytest.mark.parametrize(
+    ("settings", "configured"),
+    [
+        ({}, True),  # the default job source is slurm, and its actions follow it
+        ({"cluster_actions": {"*": "none"}}, False),
+        ({"job_sources": {"*": "directory"}, "job_log_template": "/logs/{job_id}"}, False),
+        ({"job_sources": {"*": "directory", "gpu": "slurm"}, "job_log_template": "/logs/{job_id}"}, True),
+        ({"cluster_actions": {"*": "none", "k8s-east": "kubernetes"}}, True),
+    ],
+)
+def test_the_chat_front_end_is_told_whether_any_cluster_has_actions(
+    settings: dict[str, object], configured: bool
+) -> None:
+    from bot.services.hooks import cluster_actions
+
+    assert (cluster_actions(Settings(**settings)) is not None) is configured
