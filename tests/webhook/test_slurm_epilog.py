@@ -124,15 +124,26 @@ def test_a_failed_slurm_job_is_posted_to_slack_then_its_node_drained_and_the_job
                 f"{CULPRIT_HOST}` could not drain" in said[0]["text"]
                 and f"Node {CULPRIT_HOST} not found" in said[0]["text"]
             )
+            # The Requeue button likewise reaches Slurm, which is asked about the node before the job.
+            requeue = buttons(message)["incident.requeue"]
+            assert json.loads(requeue["value"])["job"] == job
+            payload = slack_requests.block_action(
+                "incident.requeue", json.loads(requeue["value"]), channel=CHANNEL, message_ts=message["ts"],
+                user="UONCALL",
+            )  # fmt: skip
+            assert slack_requests.interaction(server.url, payload).status == 200
+            said = eventually(
+                lambda: [m for m in slack.thread(CHANNEL, message["ts"]) if "requeue" in m["text"]]
+            )
+            assert f"Job `{job}` could not be requeued" in said[0]["text"]
 
     with Store.open(database_url) as store:
         [incident] = store.incidents()
-        [pressed] = store.audit_entries(action="node-drain")
-        assert (pressed.actor, pressed.detail["outcome"], pressed.detail["admitted_by"]) == (
-            "UONCALL",
-            "failed",
-            "slack admin policy",
-        )
+        pressed = store.audit_entries(action="node-drain") + store.audit_entries(action="job-requeue")
+        assert [(e.actor, e.detail["outcome"], e.detail["admitted_by"]) for e in pressed] == [
+            ("UONCALL", "failed", "slack admin policy"),
+            ("UONCALL", "failed", "slack admin policy"),
+        ]
         service = ClusterActionService(Settings(), store)
         oncall = Actor(id="UONCALL", via="slack", admitted_by="slack admin policy")
         try:
