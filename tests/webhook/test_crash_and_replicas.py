@@ -9,6 +9,7 @@ import json
 import time
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +106,32 @@ def test_two_replicas_on_one_postgresql_drain_one_queue_and_post_each_event_once
     with Store.open(postgres_url) as store:
         workers = {item.claimed_by.split(":")[1] for item in WorkQueue(store).items() if item.claimed_by}
     assert len(workers) == 2, f"one replica did all the work: {workers}"  # process ids of the claimers
+
+
+def test_a_server_killed_after_slack_took_the_post_but_before_it_heard_back_posts_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    """The narrowest window: the message is in Slack, the store does not know it. After the restart the
+    post is found again by its idempotency key (message metadata) instead of being made twice."""
+    database_url = f"sqlite:///{tmp_path / 'bot.db'}"
+    with FakeSlack() as slack:
+        slack.delay_answers("chat.postMessage", 60)  # Slack posts, then takes a minute to say so
+        server = start_server(server_env(database_url, slack))
+        try:
+            assert send(server.url, "301") == 202
+            wait_for(lambda: posts_per_job(slack) == Counter({"301": 1}), timeout=60)
+        finally:
+            server.process.kill()
+            server.process.wait(timeout=10)
+            server.log_path.unlink(missing_ok=True)
+        slack.delay_answers("chat.postMessage", 0)
+        with running_server(server_env(database_url, slack)):
+            wait_for(lambda: _done(database_url, "prod-a/301/0"), timeout=120)
+        assert posts_per_job(slack) == Counter({"301": 1})
+        [top] = [m for m in slack.top_level(CHANNEL) if m.get("bot_id")]
+        assert [m["text"] for m in slack.thread(CHANNEL, top["ts"])] == ["Evidence and runbook steps"]
+
+
+def _done(database_url: str, key: str) -> bool:
+    with Store.open(database_url) as store:
+        return any(item.key == key and item.status == "done" for item in WorkQueue(store).items())
