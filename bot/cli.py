@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "bot.commands.probe",
     "bot.commands.serve",
     "bot.commands.cluster",
+    "bot.commands.config",
     "bot.commands.feedback",
 )
 

@@ -32,6 +32,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "bot.webhook": ("bot.commands", "bot.slack", "bot.digest", *SLACK_LIBRARIES, "apscheduler"),
     "bot.digest": ("bot.commands", "bot.slack", "bot.webhook", *SLACK_LIBRARIES),
     "bot.server": ("bot.commands", *SLACK_LIBRARIES, "apscheduler"),
+    # Log plumbing is imported by the store and the services: it depends on nothing of the bot.
+    "bot.logs": (*FRONT_ENDS, "bot.server", "bot.services", "bot.store", *SLACK_LIBRARIES, *HTTP_LIBRARIES),
 }
 
 # Libraries that exactly one package may import.
