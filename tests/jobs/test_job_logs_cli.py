@@ -84,8 +84,8 @@ def test_bad_templates_are_refused(template: str, reason: str) -> None:
 def test_an_unknown_job_source_or_action_kind_is_refused_when_the_settings_are_read(tmp_path: Path) -> None:
     result = run_cli("node", "drain", "gpu-node-017", "--dry-run", env={"NCCLBOT_JOB_SOURCES": "a=slrum"})
     assert result.returncode == 2
-    assert result.stderr.decode().startswith(
-        "ncclbot: settings: job_sources: Value error, a=slrum: unknown kind"
+    assert result.stderr.decode() == (
+        "ncclbot: settings: NCCLBOT_JOB_SOURCES: a=slrum: unknown kind; known: directory, kubernetes, slurm\n"
     )
     result = run_cli("diagnose", "--job-id", "1", env={"NCCLBOT_CLUSTER_ACTIONS": "b=k8s"})
     assert result.returncode == 2 and b"b=k8s: unknown kind; known: kubernetes, none, slurm" in result.stderr
