@@ -37,6 +37,7 @@ import urllib.error
 import urllib.request
 
 PASSED_TO_CHILDREN = ("PATH", "SLURM_CONF")
+OWN_VARIABLES = ("NCCLBOT_EPILOG_", "NCCLBOT_WEBHOOK_URL", "NCCLBOT_WEBHOOK_SECRET", "NCCLBOT_BIN")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FAILED_STATES = {"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 # scontrol's Reason while the job is still COMPLETING (the epilog runs before the final state).
@@ -86,9 +87,11 @@ def settings():
     return values
 
 
-def run(argv, timeout):
+def run(argv, timeout, env=None):
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return 1, "", str(error)
     return done.returncode, done.stdout, done.stderr
@@ -253,7 +256,9 @@ def diagnose_here(config, event):
         "--json",
         "--no-store",
     ]
-    status, out, err = run(argv, timeout=float(config.get("NCCLBOT_EPILOG_DIAGNOSE_TIMEOUT", 300)))
+    # ncclbot refuses NCCLBOT_* variables it does not know: it gets none of this hook's own.
+    env = {key: value for key, value in os.environ.items() if not key.startswith(OWN_VARIABLES)}
+    status, out, err = run(argv, timeout=float(config.get("NCCLBOT_EPILOG_DIAGNOSE_TIMEOUT", 300)), env=env)
     if status != 0:
         why = err.strip()[:200]
         log(f"local diagnosis of job {event['job_id']} failed ({why}); the bot will read the logs")
