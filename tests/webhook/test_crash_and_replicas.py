@@ -29,6 +29,7 @@ OOM = "[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 
 def server_env(database_url: str, slack: FakeSlack) -> dict[str, str]:
     return {
         **slack.env(),
+        "SLACK_SIGNING_SECRET": "crash-test-signing-secret",  # `serve` refuses a bot token without it
         "NCCLBOT_DATABASE_URL": database_url,
         "NCCLBOT_WEBHOOK_SECRET": SECRET,
         "NCCLBOT_DEFAULT_CHANNEL": CHANNEL,
