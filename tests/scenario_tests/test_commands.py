@@ -21,10 +21,15 @@ def test_help_lists_every_subcommand(slack_app: SlackApp) -> None:
 
 def test_status_lists_open_incidents(slack_app: SlackApp) -> None:
     _channel, message, host = new_incident(slack_app)
-    reply = send.command(slack_app.url, "status", channel=slack_app.channel())
-    shown = reply.shown()
-    assert host in shown and "cuda/oom" in shown
-    assert "/p" + message["ts"].replace(".", "") in shown  # each incident links its message
+    link = "/p" + message["ts"].replace(".", "")
+
+    def status() -> str:
+        # The message is in Slack a moment before the store records it (the link): ask again until then.
+        shown = send.command(slack_app.url, "status", channel=slack_app.channel()).shown()
+        return shown if link in shown else ""
+
+    shown = eventually(status)
+    assert host in shown and "cuda/oom" in shown  # each incident links its message
 
 
 def test_history_of_a_node(slack_app: SlackApp) -> None:
