@@ -24,6 +24,8 @@ COMMAND_MODULES = (
     "bot.commands.runbook",
     "bot.commands.store",
     "bot.commands.report",
+    "bot.commands.digest",
+    "bot.commands.residue",
     "bot.commands.probe",
     "bot.commands.serve",
     "bot.commands.cluster",

@@ -14,14 +14,17 @@ variable, or the file and key. An `NCCLBOT_*` variable or a file key that nothin
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -46,6 +49,89 @@ class SettingsError(ValueError):
     def __init__(self, problems: str | list[str]) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         super().__init__("\n".join(self.problems))
+
+
+# Weekday names only: APScheduler 3.x reads a numeric day_of_week as 0 = Monday while crontab reads
+# 1 = Monday, so a number here would silently post on the wrong day.
+DAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_SCHEDULE = re.compile(r"(?P<day>[a-z]{3})\s+(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?")
+
+
+@dataclass(frozen=True, slots=True)
+class WeeklySlot:
+    """When a channel's digest is due: a weekday (`day` 0 = Monday, as Python's `weekday()`), a wall-clock
+    time and the time zone that wall clock is in."""
+
+    day: int
+    hour: int
+    minute: int
+    second: int
+    timezone: str
+
+    @property
+    def day_name(self) -> str:
+        return DAY_NAMES[self.day]
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def __str__(self) -> str:
+        seconds = f":{self.second:02d}" if self.second else ""
+        return f"{self.day_name} {self.hour:02d}:{self.minute:02d}{seconds} {self.timezone}"
+
+
+def parse_schedule(text: str, timezone: str) -> WeeklySlot:
+    """`mon 09:00` (optionally `mon 09:00:30`) in `timezone`; raises ValueError with the reason."""
+    match = _SCHEDULE.fullmatch(text.strip().lower())
+    if match is None or match["day"] not in DAY_NAMES:
+        raise ValueError(
+            f"schedule {text!r} is not a day name and a time such as 'mon 09:00' "
+            f"(days: {', '.join(DAY_NAMES)}; numbers are refused, cron tools disagree on what 1 means)"
+        )
+    hour, minute, second = int(match["hour"]), int(match["minute"]), int(match["second"] or 0)
+    if hour > 23 or minute > 59 or second > 59:
+        raise ValueError(f"schedule {text!r} has no such time of day")
+    return WeeklySlot(DAY_NAMES.index(match["day"]), hour, minute, second, _zone_name(timezone))
+
+
+def _zone_name(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"unknown time zone {name!r} (an IANA name such as 'Europe/Berlin' or 'UTC')"
+        ) from None
+    return name
+
+
+class DigestChannel(BaseModel):
+    """One channel that gets the weekly digest; `schedule` and `timezone` default to the settings'
+    `digest_schedule` and `digest_timezone`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channel: str = Field(min_length=1)
+    schedule: str | None = None
+    timezone: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_schedule(value, "UTC")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        return None if value is None else _zone_name(value)
+
+
+@dataclass(frozen=True, slots=True)
+class DigestTarget:
+    channel: str
+    slot: WeeklySlot
 
 
 class Settings(BaseSettings):
@@ -271,6 +357,44 @@ class Settings(BaseSettings):
         description="namespace of jobs named without one (`NAME` rather than `NAMESPACE/NAME`)",
     )
 
+    # Weekly digest. Channels: a comma list of ids in the environment (`C0123,C0456`), or JSON / TOML
+    # tables with their own schedule:
+    #   [{"channel": "C0123", "schedule": "tue 08:30", "timezone": "Asia/Tokyo"}]
+    # Without any, the digest goes to `default_channel`.
+    digest_channels: Annotated[list[DigestChannel], NoDecode] = Field(
+        default_factory=list,
+        validation_alias=_env("digest_channels"),
+        description="channels that get the weekly digest: `C0123,C0456`, or JSON/TOML tables with their own"
+        " `schedule` and `timezone`; none: `default_channel`",
+    )
+    digest_schedule: str = Field(
+        "mon 09:00",
+        validation_alias=_env("digest_schedule"),
+        description="when the digest is posted: a day name and a time (`mon 09:00`; no numeric weekdays)",
+    )
+    digest_timezone: str = Field(
+        "UTC",
+        validation_alias=_env("digest_timezone"),
+        description="time zone of `digest_schedule` (IANA name)",
+    )
+    # How late a digest may still go out: APScheduler's misfire grace time, and how far back a bot that
+    # was down at the slot looks when it starts. Past it, that week's digest is skipped, not posted stale.
+    digest_grace_hours: float = Field(
+        24.0,
+        gt=0,
+        le=24 * 6,
+        validation_alias=_env("digest_grace_hours"),
+        description="how late a missed digest may still be posted (hours); later, that week is skipped",
+    )
+    # "Open incidents older than N days" in the digest.
+    digest_stale_days: int = Field(
+        7,
+        ge=1,
+        le=365,
+        validation_alias=_env("digest_stale_days"),
+        description="the digest lists open incidents older than this many days",
+    )
+
     # HTTP server (`ncclbot serve`)
     host: str = Field(
         "127.0.0.1", validation_alias=_env("host"), description="address `ncclbot serve` listens on"
@@ -338,6 +462,30 @@ class Settings(BaseSettings):
 
         return _known_kinds(value, {*ACTIONS, NO_ACTIONS})
 
+    @field_validator("digest_channels", mode="before")
+    @classmethod
+    def _channels(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                value = json.loads(text)
+            else:
+                value = [item.strip() for item in text.split(",") if item.strip()]
+        if isinstance(value, list):
+            return [{"channel": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @field_validator("digest_schedule")
+    @classmethod
+    def _digest_schedule(cls, value: str) -> str:
+        parse_schedule(value, "UTC")
+        return value
+
+    @field_validator("digest_timezone")
+    @classmethod
+    def _digest_timezone(cls, value: str) -> str:
+        return _zone_name(value)
+
     @field_validator("slack_api_url")
     @classmethod
     def _api_url(cls, value: str) -> str:
@@ -378,6 +526,19 @@ class Settings(BaseSettings):
     @property
     def slack_enabled(self) -> bool:
         return self.slack_bot_token is not None and self.slack_signing_secret is not None
+
+    def digest_targets(self) -> list[DigestTarget]:
+        """The channels that get the weekly digest, each with its slot (validated above)."""
+        channels = self.digest_channels or (
+            [DigestChannel(channel=self.default_channel)] if self.default_channel else []
+        )
+        return [
+            DigestTarget(
+                channel=c.channel,
+                slot=parse_schedule(c.schedule or self.digest_schedule, c.timezone or self.digest_timezone),
+            )
+            for c in channels
+        ]
 
     def secret_values(self) -> list[str]:
         """Every configured secret in clear (the log redactor masks them wherever they appear), including
@@ -537,16 +698,20 @@ def _field_of_alias(alias: str) -> str | None:
     return None
 
 
-def consistency_problems(settings: Settings) -> list[str]:
-    """Problems no single field shows: half a Slack set-up, tokens swapped or of the wrong kind."""
+def consistency_problems(settings: Settings, *, for_server: bool = True) -> list[str]:
+    """Problems no single field shows: half a Slack set-up, tokens swapped or of the wrong kind.
+
+    A command that only posts (`ncclbot digest --post`) needs the bot token but no signing secret.
+    Messages say "X is missing" rather than "X: missing", which the log redactor would read as a
+    secret's value."""
     problems = []
     bot, signing, app = settings.slack_bot_token, settings.slack_signing_secret, settings.slack_app_token
     if bot is None and (signing is not None or app is not None):
         given = "SLACK_APP_TOKEN" if app is not None else "SLACK_SIGNING_SECRET"
-        problems.append(f"SLACK_BOT_TOKEN: missing ({given} is set; Slack needs the bot token to post)")
-    if bot is not None and signing is None and app is None:
+        problems.append(f"SLACK_BOT_TOKEN is missing ({given} is set; Slack needs the bot token to post)")
+    if for_server and bot is not None and signing is None and app is None:
         problems.append(
-            "SLACK_SIGNING_SECRET: missing (requests to /slack/events cannot be verified without it;"
+            "SLACK_SIGNING_SECRET is missing (requests to /slack/events cannot be verified without it;"
             " or set SLACK_APP_TOKEN to use Socket Mode)"
         )
     if bot is not None and not bot.get_secret_value().startswith("xoxb-"):
@@ -563,9 +728,10 @@ def _known_kinds(mapping: dict[str, str], known: set[str]) -> dict[str, str]:
     return mapping
 
 
-def load_settings(**overrides: Any) -> Settings:
+def load_settings(*, for_server: bool = True, **overrides: Any) -> Settings:
     """Read and validate the settings (os.environ and NCCLBOT_CONFIG); raise SettingsError with one line
-    per problem, each naming the environment variable or TOML key to fix."""
+    per problem, each naming the environment variable or TOML key to fix. `for_server=False` is for
+    commands that do not receive Slack requests."""
     sources = read_sources()
     problems = [
         f"{variable}: unknown setting{_suggestion(variable, known_variables())}"
@@ -578,7 +744,7 @@ def load_settings(**overrides: Any) -> Settings:
         problems += _validation_problems(error, sources)
         settings = _without_invalid_fields(error, overrides)
     if settings is not None:
-        problems += consistency_problems(settings)
+        problems += consistency_problems(settings, for_server=for_server)
     if problems or settings is None:
         raise SettingsError(problems)
     return settings

@@ -73,7 +73,7 @@ def run_job(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, act: Any) -> int:
     try:
-        settings = load_settings()
+        settings = load_settings(for_server=False)
     except SettingsError as error:
         raise UsageError(f"settings: {error}") from None
     try:

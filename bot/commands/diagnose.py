@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give log PATHs, or --job-id to fetch a job's logs through its job source")
     with tempfile.TemporaryDirectory(prefix="ncclbot-job-") as scratch:
         try:
-            fetched = fetch_job_logs(load_settings(), JobRef(args.job_id, args.cluster), Path(scratch))
+            settings = load_settings(for_server=False)
+            fetched = fetch_job_logs(settings, JobRef(args.job_id, args.cluster), Path(scratch))
         except (JobError, SettingsError) as error:
             raise UsageError(str(error)) from None
         for note in fetched.info.notes:

@@ -44,12 +44,12 @@ def test_environment_only_variables_are_listed() -> None:
 
 def test_write_replaces_only_the_marked_block(tmp_path: Path) -> None:
     target = tmp_path / "README.md"
-    target.write_text(f"# title\n\n{REFERENCE_BEGIN}\nstale\n{REFERENCE_END}\n\n## after\n")
+    target.write_text(f"# title\n\n{REFERENCE_BEGIN}\nOUTDATED-REFERENCE\n{REFERENCE_END}\n\n## after\n")
     result = ncclbot("config", "reference", "--write", str(target), env={})
     assert result.returncode == 0, result.stderr
     assert target.read_text() == replace_reference(target.read_text(), reference_markdown())
     assert target.read_text().startswith("# title\n\n") and target.read_text().endswith("\n\n## after\n")
-    assert "stale" not in target.read_text()
+    assert "OUTDATED-REFERENCE" not in target.read_text()
 
 
 def test_write_refuses_a_file_without_markers(tmp_path: Path) -> None:

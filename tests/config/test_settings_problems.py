@@ -89,10 +89,10 @@ def test_an_unusable_file_is_one_line(
     [
         (
             {"SLACK_SIGNING_SECRET": "8f14e45fceea167a"},
-            "SLACK_BOT_TOKEN: missing (SLACK_SIGNING_SECRET is set",
+            "SLACK_BOT_TOKEN is missing (SLACK_SIGNING_SECRET is set",
         ),
-        ({"SLACK_APP_TOKEN": "xapp-1-A0-1-abc"}, "SLACK_BOT_TOKEN: missing (SLACK_APP_TOKEN is set"),
-        ({"SLACK_BOT_TOKEN": "xoxb-1-2-abc"}, "SLACK_SIGNING_SECRET: missing"),
+        ({"SLACK_APP_TOKEN": "xapp-1-A0-1-abc"}, "SLACK_BOT_TOKEN is missing (SLACK_APP_TOKEN is set"),
+        ({"SLACK_BOT_TOKEN": "xoxb-1-2-abc"}, "SLACK_SIGNING_SECRET is missing"),
         # The classic Socket Mode mistake: the two tokens swapped.
         (
             {"SLACK_BOT_TOKEN": "xapp-1-A0-1-abc", "SLACK_APP_TOKEN": "xoxb-1-2-abc"},
