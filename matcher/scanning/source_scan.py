@@ -284,20 +284,21 @@ class _SourceScan:
         candidates = prefilter.candidates(
             data, sample_context=flood.sampling, begin=begin, end=end, ascii=ascii
         )
+        context, fresh = flood.context, self.fresh
         for start, stop, signatures in candidates:
             chosen, had_context = flood.choose(signatures)
-            looked: list[int] = []
-            self.fresh.clear()
-            if chosen:
-                lineno = cursor.advance(data, start)
-                active = self._worth_parsing(data, start, chosen) if had_context else chosen
-                if active:
-                    self._candidate(data, start, stop, lineno, active)
-                looked = [i for i in active if i in flood.context] if had_context else looked
-            if not had_context:
+            if not had_context:  # root and cascade signatures only: always looked at
+                self._candidate(data, start, stop, cursor.advance(data, start), chosen)
                 continue
             self.context_seen = True
-            productive = [i for i in looked if i in self.fresh]
+            looked: list[int] = []
+            fresh.clear()
+            if chosen:
+                active = self._worth_parsing(data, start, chosen)
+                if active:
+                    self._candidate(data, start, stop, cursor.advance(data, start), active)
+                    looked = [i for i in active if i in context]
+            productive = [i for i in looked if i in fresh] if fresh else []
             if flood.outcome(looked, productive) is not Turn.GO_ON:
                 return stop + 1
         return end
@@ -325,19 +326,23 @@ class _SourceScan:
         called for lines with a context signature (root and cascade lines are always parsed)."""
         # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
         # of one process, while heads that start with a clock (syslog, glog) change every second.
-        end = start
-        for _ in range(3):
-            end = data.find(b" ", end + 1, start + 160)
-            if end < 0:
-                break
-        head = data[start:end] if end > start else b""
+        limit = start + 160
+        end = data.find(b" ", start + 1, limit)
+        if end >= 0:
+            end = data.find(b" ", end + 1, limit)
+        if end >= 0:
+            end = data.find(b" ", end + 1, limit)
+        if end < 0:  # no head: every signature is worth it
+            return signatures
+        head = data[start:end]
         active = []
-        context = self.flood.context
+        context, offered = self.flood.context, self.offered
         for index in signatures:
-            if head and index in context:
+            if index in context:
                 key = (index, head)
-                self.offered[key] += 1
-                if self.offered[key] > CONTEXT_LINES_PER_HEAD:
+                seen = offered.get(key, 0) + 1  # `get`: a Counter's own miss runs Python code
+                offered[key] = seen
+                if seen > CONTEXT_LINES_PER_HEAD:
                     continue
             active.append(index)
         return active
