@@ -216,3 +216,10 @@ def test_a_pcie_only_topology_beside_an_error_line_leaves_the_error_in_charge(tm
         "capacity of 23.65 GiB of which 1.12 GiB is free.\n"
     )
     assert class_ids(diagnose_text(tmp_path, text))[0] == "cuda/oom"
+
+
+def test_an_nccl_feature_switch_without_any_error_points_at_the_feature(tmp_path: Path) -> None:
+    text = "export NCCL_CUMEM_ENABLE=1\nexport NCCL_DEBUG=WARN\ntraining stops after the first step\n"
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[0] == "nccl/nvls-or-algorithm"
+    assert d.primary.confidence <= priors().max_confidence
