@@ -467,7 +467,13 @@ ENVIRONMENT_ONLY: tuple[EnvironmentOnly, ...] = (
     EnvironmentOnly(
         "NCCLBOT_CACHE_DIR",
         "user cache dir",
-        "where the validated signature catalog is cached (`off`: no cache)",
+        "where the validated signature catalog and its compiled Hyperscan databases are cached "
+        "(`off`: no cache)",
+    ),
+    EnvironmentOnly(
+        "NCCLBOT_WORKERS",
+        "cores available, at most 8",
+        "worker processes that scan plain files and spans of large ones (`1`: all in one process)",
     ),
     EnvironmentOnly("NCCLBOT_DEBUG", "unset", "`1` prints tracebacks of internal errors"),
     EnvironmentOnly(

@@ -76,7 +76,7 @@ def _byte_size(text: str) -> int:
     number = value[: len(value) - len(suffix)]
     try:
         size = int(float(number) * units[suffix])
-    except ValueError as error:
+    except (ValueError, OverflowError) as error:  # OverflowError: "inf" parses as a float
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 500M, 8G)") from error
     if size <= 0:
         raise argparse.ArgumentTypeError("size must be positive")

@@ -71,7 +71,7 @@ def test_forcing_hyperscan_where_it_is_missing_is_a_clear_error(monkeypatch: pyt
 
 
 def test_default_catalog_and_its_prefilter_are_built_once_and_the_cache_stays_bounded(tmp_path) -> None:
-    from matcher.scanning import scan
+    from matcher.scanning import prefilter as scan
 
     assert load_catalog() is load_catalog()
     assert scan.prefilter_for(CATALOG) is scan.prefilter_for(CATALOG)
