@@ -252,8 +252,10 @@ def parse_segments(raw: bytes, source: Source, lineno: int, *, year: int | None 
 _NCCL_LINE = re.compile(r"([A-Za-z][\w.-]{0,62}):(\d{1,10}):\d{1,10} \[\d{1,3}\] (?=NCCL )")
 _LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})
 # What makes a line more than an NCCL header and its message: `\r` rewrites, NUL, escapes, progress
-# bars, rank tags (one search instead of one per mark: this runs on every NCCL candidate line).
-_NOT_PLAIN = re.compile(rb"[\r\n\x00\x1b]|%\||\[rank|\[default")
+# bars, rank tags (one search instead of one per mark: this runs on every NCCL candidate line). Written
+# as one character class with the rest checked behind it, which `re` scans for at C speed; an alternation
+# of the marks is tried branch by branch at every byte (three times slower on a 150-byte line).
+_NOT_PLAIN = re.compile(rb"[\r\n\x00\x1b%\[](?:(?<=[\r\n\x00\x1b])|(?<=%)\||(?<=\[)(?:rank|default))")
 
 
 def _plain_nccl_line(raw: bytes, source: Source, lineno: int) -> Line | None:

@@ -508,29 +508,33 @@ def _matches(
 
     entry = entry or _Entry(signature, -1)
     pattern = entry.compiled()
-
-    def attempt(text: str) -> list[dict[str, FieldValue]]:
-        return match_all(
-            signature, "\n".join([text, *continuation]) if continuation else text, budget, pattern
-        )
-
-    found: list[tuple[Line, dict[str, FieldValue]]] = []
     wanted = entry.wanted
+    found: list[tuple[Line, dict[str, FieldValue]]] = []
     for segment in record.segments:
-        matches = attempt(segment.text)
-        if segment.raw and segment.raw != segment.text and (not matches or len(matches[0]) < wanted):
+        text, raw = segment.text, segment.raw
+        matches = match_all(signature, _joined(text, continuation), budget, pattern)
+        if raw and raw != text and (not matches or len(matches[0]) < wanted):
             # Patterns may also read the prefix (a host, a pid): the raw line fills what the text lacks.
-            extra = attempt(segment.raw)
+            extra = match_all(signature, _joined(raw, continuation), budget, pattern)
             if extra and matches:
                 matches[0] = {**extra[0], **matches[0]}
             elif extra:
                 matches = extra
-        found.extend((segment, fields) for fields in matches)
+        for fields in matches:
+            found.append((segment, fields))
     if found or any(record.whole == segment.raw for segment in record.segments):
         return found
     last = record.segments[-1]
     whole = replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP])
-    return [(whole, fields) for fields in attempt(record.whole)]
+    return [
+        (whole, fields)
+        for fields in match_all(signature, _joined(record.whole, continuation), budget, pattern)
+    ]
+
+
+def _joined(text: str, continuation: list[str]) -> str:
+    """A line's text with the continuation lines of an `after = N` signature."""
+    return "\n".join([text, *continuation]) if continuation else text
 
 
 def match_lines(
