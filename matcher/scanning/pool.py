@@ -122,6 +122,7 @@ class Workers:
         self._waiting: collections.deque[Pending] = collections.deque()  # for any process
         self._here: collections.deque[Pending] = collections.deque()  # for this one
         self._workers: list[_Worker] = []
+        _keep_freed_blocks()  # this process scans pieces too (and forked workers inherit the setting)
         forking = context.get_start_method() == "fork"
         if forking:
             # What the workers inherit (catalog, compiled patterns, modules) is never garbage: frozen, the
@@ -269,15 +270,22 @@ def _serve(connection: Connection, catalog: Catalog, limits: ReadLimits, budget:
 
 # glibc's malloc serves the ~1 MiB blocks a scan allocates and frees over and over from fresh mappings
 # whenever its adaptive thresholds lag behind them (blocks vary in size), so every block costs 256 page
-# faults: about a sixth of a worker's time per byte. A worker is a short-lived process of its own, so it
-# keeps freed memory up to these sizes instead.
+# faults: about a sixth of a worker's time per byte (and a third of this process's, which scans pieces
+# beside them). Workers are short-lived processes, so they keep freed memory up to these sizes instead;
+# so does this process once a diagnosis is large enough to start them (in a server: at most
+# _TRIM_ABOVE_BYTES of freed heap kept for the next diagnosis, whose blocks reuse it).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_ABOVE_BYTES = 8 * 1024**2
 _TRIM_ABOVE_BYTES = 32 * 1024**2
+_kept_freed_blocks = False  # set once per process (a forked worker inherits it with the setting)
 
 
 def _keep_freed_blocks() -> None:
-    import ctypes  # only here: a worker's first moments, not every start-up
+    global _kept_freed_blocks
+    if _kept_freed_blocks:
+        return
+    _kept_freed_blocks = True
+    import ctypes  # only here: the first large diagnosis, not every start-up
 
     try:
         libc = ctypes.CDLL(None)
