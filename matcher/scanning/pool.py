@@ -1,8 +1,8 @@
 """Scanning processes: pieces of plain files scanned on every core, by worker processes and this one.
 
 A plain file on disk can be read by another process from its path (`Source.path`), so the scanner hands
-such files, and the spans of large ones, to `Workers`: one worker process per core, and this process
-itself, which scans waiting pieces whenever it waits for a result rather than sit idle (and the rest:
+such files, and the spans of large ones, to `Workers`: one worker process per core but one, and this
+process itself, which scans waiting pieces whenever it waits for a result rather than sit idle (and the rest:
 archive members, compressed files, stdin). A piece whose observations are many (the first span of a
 large file, where every process announces itself) is scanned here, where they are needed, not pickled
 twice. Workers are forked from the scanning process, so they start in milliseconds with its catalog and
@@ -19,8 +19,10 @@ worker reads its waiting tasks before it sends a result, so neither side can blo
 Results are taken in, and tasks handed out, between the sources this process reads and between the
 blocks it scans.
 
-`NCCLBOT_WORKERS` sets the number of worker processes (default: the cores this process may run on, at
-most MAX_WORKERS; 1 scans everything in-process).
+`NCCLBOT_WORKERS` sets the number of processes that scan, this one included (default: the cores this
+process may run on, at most MAX_WORKERS; 1 scans everything in-process). This process counts as one since
+it scans as much as a worker: a worker per core besides it would put three processes on two cores, each
+at two thirds of one, the first span of a large file (scanned here) the longest of them.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def worker_count() -> int:
         try:
             return max(int(value), 1)
         except ValueError:
-            raise InputError(f"{ENV_WORKERS}={value!r} is not a number of worker processes") from None
+            raise InputError(f"{ENV_WORKERS}={value!r} is not a number of scanning processes") from None
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - platforms without affinity
@@ -111,12 +113,12 @@ class _Worker:
 
 
 class Workers:
-    """The processes that scan the pieces of one diagnosis: `count` worker processes and this one,
-    which scans waiting pieces whenever it waits for a result (`context`: `process_context()`, or the
-    one the shared regex budget was made for)."""
+    """The `processes` that scan the pieces of one diagnosis: this one, which scans waiting pieces
+    whenever it waits for a result, and `processes - 1` workers (at least one; `context`:
+    `process_context()`, or the one the shared regex budget was made for)."""
 
     def __init__(
-        self, count: int, catalog: Catalog, limits: ReadLimits, budget: RegexBudget, context: BaseContext
+        self, processes: int, catalog: Catalog, limits: ReadLimits, budget: RegexBudget, context: BaseContext
     ) -> None:
         self._job = (catalog, limits, budget)
         self._waiting: collections.deque[Pending] = collections.deque()  # for any process
@@ -130,7 +132,7 @@ class Workers:
             # process thaws it again once the workers are forked.
             gc.freeze()
         try:
-            for _ in range(count):
+            for _ in range(max(processes - 1, 1)):
                 mine, theirs = context.Pipe(duplex=True)
                 process = context.Process(  # type: ignore[attr-defined]
                     target=_serve, args=(theirs, catalog, limits, budget), daemon=True
