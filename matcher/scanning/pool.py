@@ -228,9 +228,9 @@ class Workers:
         else:
             pending.finish(piece, None)
 
-    def _between(self, size: int) -> None:
-        """Between the blocks of a piece scanned here: the workers' results taken in, new pieces handed
-        out (else they would sit idle until this piece is done)."""
+    def _between(self) -> None:
+        """Between the blocks (and regions) of a piece scanned here: the workers' results taken in, new
+        pieces handed out (else they would sit idle until this piece is done)."""
         self.collect(block=False)
 
     def close(self, *, abandon: bool = False) -> None:
@@ -313,8 +313,9 @@ def _scan_piece(
     catalog: Catalog,
     limits: ReadLimits,
     budget: RegexBudget,
-    between: Callable[[int], None] | None = None,
+    between: Callable[[], None] | None = None,
 ) -> Piece:
+    """`between`: called between the blocks and the regions of the piece (see `scan_piece`'s `tick`)."""
     whole = Span(0, None, 0)  # a whole plain file, read from its path
     return scan_piece(
         source,
@@ -327,7 +328,8 @@ def _scan_piece(
         give_seed=give_seed,
         guess=guess,
         read_ahead=False,  # the cores are busy: a read-ahead thread would only add switches
-        progress=between,
+        progress=None if between is None else lambda _size: between(),
+        tick=between,
     )
 
 

@@ -243,6 +243,7 @@ class _SourceScan:
 
     fresh: set[int] = field(default_factory=set)  # signatures that kept an observation on this line
     entries: tuple[_Entry, ...] = field(init=False)  # by catalog index
+    tick: Callable[[], None] | None = None  # called between the regions of a block (see scan_piece)
 
     def __post_init__(self) -> None:
         roles = _roles(self.catalog)
@@ -263,6 +264,8 @@ class _SourceScan:
             # Awake, a region is a slice, so that a flood is noticed early; asleep, the rest of the block.
             end = len(data) if self.flood.sampling else _line_end(data, position + SLICE_BYTES)
             position = self._region(data, position, end, prefilter, cursor, ascii)
+            if self.tick is not None and position < len(data):
+                self.tick()
         self.lines += block.lines
         self.last = block
         if self.small is not None:  # re-joined at the end, once the source is known to be small
@@ -606,12 +609,15 @@ def scan_piece(
     guess: bool = False,
     read_ahead: bool = True,
     progress: Callable[[int], None] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> Piece:
     """Scan a whole source, or one span of a plain file (`seed`: the first span's, for the others;
     `give_seed`: return this span's for them; `guess`: a later span scanned before the first span is
     done, sampling context lines throughout, to be checked with `settles`; `read_ahead`: read the next
-    blocks in a helper thread, worth it only while a core is free)."""
-    state = _SourceScan(source, catalog, [], budget)
+    blocks in a helper thread, worth it only while a core is free; `progress`: called after each block
+    with its size; `tick`: between the regions of a block too, a few per MiB where context lines are
+    looked at: a block of set-up lines takes a tenth of a second, too long for waiting workers)."""
+    state = _SourceScan(source, catalog, [], budget, tick=tick)
     if source.bundled or (span is not None and (span.begin or span.end is not None)):
         state.small = None  # wraps are re-joined in pasted excerpts: never a bundle's files or a big file
     if seed is not None:
