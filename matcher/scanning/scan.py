@@ -17,7 +17,6 @@ skipped: the pipeline reads them.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
@@ -39,6 +38,7 @@ from matcher.scanning.source_scan import (
     match_lines,
     scan_piece,
     settles,
+    writer_of,
 )
 
 # Re-exported: the caps belong to the scanner's contract (the analysis reads MAX_PER_WRITER).
@@ -255,16 +255,13 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
     piece, the per-writer caps applied again), its summary and the bytes read from it."""
     observations: list[Observation] = []
     base = 0
+    keep = _Caps() if len(pieces) > 1 else None
     for piece in pieces:
-        if base:
-            observations += (
-                replace(o, line=replace(o.line, lineno=o.line.lineno + base)) for o in piece.observations
-            )
-        else:
-            observations += piece.observations
+        kept = piece.observations if keep is None else [o for o in piece.observations if keep(o)]
+        if base:  # numbered from the piece's first line: renumbered once capped (most later ones go)
+            kept = [replace(o, line=replace(o.line, lineno=o.line.lineno + base)) for o in kept]
+        observations += kept
         base += piece.lines
-    if len(pieces) > 1:
-        observations = _capped(observations)
     size = sum(piece.size for piece in pieces)
     digest = pieces[0].digest or content_digest(size, pieces[0].head, pieces[-1].tail)
     times = [t for piece in pieces for t in (piece.first_time, piece.last_time) if t is not None]
@@ -282,18 +279,20 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
     return observations, summary, sum(piece.read_bytes for piece in pieces)
 
 
-def _capped(observations: list[Observation]) -> list[Observation]:
-    """The first MAX_PER_WRITER observations per signature and writer, MAX_PER_SOURCE per signature, in
-    file order: what one pass over the whole file keeps (see `source_scan._SourceScan._keep`)."""
-    kept: Counter[tuple[object, ...]] = Counter()
-    total: Counter[str] = Counter()
-    out: list[Observation] = []
-    for obs in observations:
-        line, fields = obs.line, obs.fields
-        writer = (obs.signature, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
-        if kept[writer] >= MAX_PER_WRITER or total[obs.signature] >= MAX_PER_SOURCE:
-            continue
-        kept[writer] += 1
-        total[obs.signature] += 1
-        out.append(obs)
-    return out
+class _Caps:
+    """Called on a split file's observations in file order: whether each is among the first
+    MAX_PER_WRITER per signature and writer, MAX_PER_SOURCE per signature, which is what one pass over
+    the whole file keeps (see `source_scan._SourceScan._try`)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[object, ...], int] = {}
+        self.total: dict[str, int] = {}
+
+    def __call__(self, obs: Observation) -> bool:
+        writer = writer_of(obs.signature, obs.line, obs.fields)
+        seen, total = self.kept.get(writer, 0), self.total.get(obs.signature, 0)
+        if seen >= MAX_PER_WRITER or total >= MAX_PER_SOURCE:
+            return False
+        self.kept[writer] = seen + 1
+        self.total[obs.signature] = total + 1
+        return True
