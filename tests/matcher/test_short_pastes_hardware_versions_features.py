@@ -196,7 +196,7 @@ VERSION_PASTES = {
         "Traceback (most recent call last):\n"
         '  File "C:\\envs\\tts\\lib\\site-packages\\torch\\distributed\\distributed_c10d.py", line 727, '
         "in _new_process_group_helper\n"
-        "    raise RuntimeError(\"Distributed package doesn't have NCCL \" \"built in\")\n"
+        '    raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")\n'
         "RuntimeError: Distributed package doesn't have NCCL built in\n"
         "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4120) "
         "of binary: C:\\envs\\tts\\python.exe\n"
@@ -267,9 +267,10 @@ def test_an_illegal_access_caught_at_nccls_kernel_launch_suspects_the_release(tm
 
 def test_rings_that_do_not_close_point_at_the_nccl_release(tmp_path: Path) -> None:
     text = (
-        "dgx-07:3312:3390 [5] graph/rings.cc:38 NCCL WARN Error : ring 1 does not loop back to start (4 != 5)\n"
+        "dgx-07:3312:3390 [5] graph/rings.cc:38 NCCL WARN Error : ring 1 does not loop back to start "
+        "(4 != 5)\n"
         "dgx-07:3312:3390 [5] NCCL INFO graph/connect.cc:281 -> 3\n"
-        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, internal error, "
-        "NCCL version 2.19.3\n"
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
+        "internal error, NCCL version 2.19.3\n"
     )
     assert class_ids(diagnose_text(tmp_path, text))[0] == "nccl/nvls-or-algorithm"
