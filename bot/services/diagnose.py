@@ -35,6 +35,8 @@ class DiagnosisRequest:
     # Names to show instead of paths that mean nothing to the reader (a chat upload's spool file):
     # path -> name, applied to evidence sources before the diagnosis is shown or stored.
     display_names: Mapping[str, str] = field(default_factory=dict)
+    # An occurrence this diagnosis replaces (its bundle re-run with more files): refined, not counted.
+    refines: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
         job_id=request.job_id,
         cluster=request.cluster,
         database_url=request.database_url,
+        refines=request.refines,
     )
     return DiagnosisOutcome(
         diagnosis=diagnosis,
@@ -136,8 +139,10 @@ def record_diagnosis(
     job_id: str | None = None,
     cluster: str | None = None,
     database_url: str | None = None,
+    refines: int | None = None,
 ) -> tuple[Any | None, str | None]:
-    """Store one diagnosis; returns (IncidentRecord, None) or (None, why it was not stored).
+    """Store one diagnosis (or, with `refines`, replace that occurrence's); returns (IncidentRecord,
+    None) or (None, why it was not stored).
 
     Whatever goes wrong with the database (a data directory that cannot be created, a driver that is not
     installed, a URL it cannot parse, a value it refuses, a corrupt file) must not hide the diagnosis, so
@@ -147,6 +152,8 @@ def record_diagnosis(
 
     try:
         with Store.open(database_url) as store:
+            if refines is not None:
+                return store.refine_occurrence(refines, diagnosis, input_digest=input_digest), None
             record = store.record_diagnosis(
                 diagnosis, source=source, job_id=job_id, cluster=cluster, input_digest=input_digest
             )

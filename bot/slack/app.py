@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import platformdirs
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 
 from bot.services.hooks import cluster_actions, job_sources
 from bot.services.incidents import IncidentActions
@@ -18,7 +19,13 @@ from bot.slack.client import make_client
 from bot.slack.deps import SlackDeps
 from bot.slack.files import Downloader
 from bot.slack.listeners import actions, commands, events, home, shortcuts, views
-from bot.slack.middleware import AdminPolicy, drop_repeated_events
+from bot.slack.middleware import (
+    DATABASE_DOWN,
+    AdminPolicy,
+    drop_repeated_events,
+    refuse_replays,
+    unavailable,
+)
 from bot.slack.outlet import SlackOutlet
 from bot.slack.work import Diagnoser
 
@@ -75,7 +82,20 @@ def build_app(deps: SlackDeps) -> App:
         token_verification_enabled=False,
         listener_executor=ThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
     )
-    app.middleware(drop_repeated_events(deps.store))
+    app.middleware(refuse_replays(deps.store, deps.client))
+    app.middleware(drop_repeated_events(deps.store, deps.client, queued=events.brings_logs))
     for surface in SURFACES:
         surface.register(app, deps)
+
+    @app.error
+    def database_down(
+        error: Exception, body: dict[str, Any], response: BoltResponse | None
+    ) -> BoltResponse | None:
+        """A listener that could not reach the database answers like the intake does (see middleware)."""
+        if isinstance(error, DATABASE_DOWN) and response is not None:
+            log.warning("database unavailable while answering Slack: %s", type(error).__name__)
+            return unavailable(body, deps.client)
+        log.error("Slack listener failed: %s: %s", type(error).__name__, error, exc_info=error)
+        return None
+
     return app

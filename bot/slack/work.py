@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.render import slack_incident as render
 from bot.render.slack_text import prose
-from bot.services.bundles import SpooledFile, bundle_paths, keep
+from bot.services.bundles import SpooledFile, bundle_logs, keep, keep_references
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.hooks import JobLogs
 from bot.services.outlet import Message, MessageRef, Outlet
@@ -38,10 +38,15 @@ from matcher.model import InputError
 
 log = logging.getLogger("ncclbot.slack.work")
 
-# Work item kinds of the Slack front end.
+# Work item kinds of the Slack front end. Intake: what a request becomes before Slack is answered.
+EVENT = "slack.event"  # an event that may bring logs (a mention, a file shared)
+REQUEST = "slack.request"  # a form or shortcut with logs
+# Work: what the intake queues.
 DIAGNOSE = "slack.diagnose"
 PROBE = "slack.probe"
 JOB = "slack.job"
+# Intake workers only post a placeholder and queue the work (milliseconds each).
+INTAKE_THREADS = 4
 # Outages: raised so that the queue retries the task later.
 TRANSIENT: tuple[type[Exception], ...] = (SlackApiError, OSError, SQLAlchemyError)
 
@@ -90,28 +95,39 @@ class DiagnoseTask:
 
 
 class Background:
-    """The Slack front end's durable background work: a work queue in the store and its workers, as a
-    background service of `ncclbot serve`."""
+    """The Slack front end's durable background work, as a background service of `ncclbot serve`: a work
+    queue in the store, intake workers (events and requests become a placeholder plus queued work) and
+    the workers that do the work (`threads` at once: the diagnosis concurrency limit)."""
 
     name = "slack-work"
 
     def __init__(
-        self, store: Any, handlers: Mapping[str, Handler], *, threads: int, lease: timedelta = DEFAULT_LEASE
+        self,
+        store: Any,
+        handlers: Mapping[str, Handler],
+        *,
+        intake: Mapping[str, Handler] | None = None,
+        threads: int,
+        lease: timedelta = DEFAULT_LEASE,
     ) -> None:
         self.queue = WorkQueue(store)
         self.worker = QueueWorker(self.queue, handlers, threads=threads, lease=lease)
+        self.intake = QueueWorker(self.queue, intake or {}, threads=INTAKE_THREADS, lease=lease)
         self.threads = threads
+        self._kinds = frozenset(intake or {})
 
     def start(self) -> None:
+        self.intake.start()
         self.worker.start()
 
     def stop(self) -> None:
+        self.intake.stop()
         self.worker.stop()
 
     def submit(self, kind: str, key: str, payload: dict[str, Any], *, group: str | None = None) -> bool:
         """Commit a task (idempotent on (kind, key)); False when the same task was accepted before."""
         enqueued = self.queue.enqueue(kind, key, payload, group=group)
-        self.worker.wake()
+        (self.intake if kind in self._kinds else self.worker).wake()
         return enqueued.created
 
     def ahead(self, kind: str = DIAGNOSE) -> int:
@@ -152,8 +168,10 @@ class Diagnoser:
     downloader: Downloader
     bundle_root: Path
 
-    def run(self, task: DiagnoseTask) -> None:
-        folder = self.downloader.spool()
+    def run(self, task: DiagnoseTask, key: str = "") -> None:
+        """Do `task`; `key` names it in the queue, so a retry after a crash spools to the same place and
+        is recognised as the same input (stored once)."""
+        folder = self.downloader.spool(key)
         try:
             self._run(task, folder)
         except (FileProblem, InputError) as problem:
@@ -169,15 +187,21 @@ class Diagnoser:
 
     def _run(self, task: DiagnoseTask, folder: Path) -> None:
         spooled, problems = self._collect(task, folder)
+        refines = None
         if task.incident_id is not None:
+            # More files for an incident: they join the bundle of the diagnosis its message shows, and
+            # the whole bundle is diagnosed again, refining that diagnosis instead of counting another.
+            bundle = bundle_logs(self.store, task.incident_id)
             keep(
                 self.store,
                 self.bundle_root,
                 task.incident_id,
                 spooled,
                 cap_bytes=self.settings.bundle_keep_bytes,
+                occurrence_id=bundle.occurrence_id,
             )
-            paths = bundle_paths(self.store, task.incident_id) or [str(s.path) for s in spooled]
+            refines = bundle.occurrence_id
+            paths = bundle_logs(self.store, task.incident_id).paths or [str(s.path) for s in spooled]
         elif task.job is not None:
             paths = list(task.job.paths)
         else:
@@ -203,16 +227,23 @@ class Diagnoser:
                 cluster=task.job.cluster if task.job else None,
                 database_url=self.settings.database_url,
                 progress=Throttle(show_progress, self.settings.slack_progress_interval_s),
+                refines=refines,
             )
         )
-        if outcome.incident is not None and task.incident_id is None and spooled:
-            keep(
-                self.store,
-                self.bundle_root,
-                outcome.incident.id,
-                spooled,
-                cap_bytes=self.settings.bundle_keep_bytes,
-            )
+        record = outcome.incident
+        if record is not None and task.incident_id is None:
+            # The logs of this diagnosis become its bundle: uploads are copied, a job's logs referenced.
+            if spooled:
+                keep(
+                    self.store,
+                    self.bundle_root,
+                    record.id,
+                    spooled,
+                    cap_bytes=self.settings.bundle_keep_bytes,
+                    occurrence_id=record.occurrence_id,
+                )
+            if task.job is not None:
+                keep_references(self.store, record.id, task.job.paths, occurrence_id=record.occurrence_id)
         job = (task.job.name or task.job.job_id) if task.job else None
         placeholder = (
             None

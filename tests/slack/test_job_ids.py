@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from bot.services.hooks import JobLogs, JobNotFound
-from bot.services.outlet import Message
 from bot.settings import Settings
 from bot.slack.app import build_deps
 from bot.slack.deps import SlackDeps
@@ -55,32 +54,24 @@ def test_job_logs_are_fetched_diagnosed_and_the_job_named(
     folder = tmp_path / "jobs" / "east" / "771204"
     folder.mkdir(parents=True)
     (folder / "train.log").write_bytes(oom_log(rank))
-    placeholder = slack_deps.outlet.post("C1", Message(text="Fetching the logs of job 771204…"))
-    payload = {
-        "job_id": "771204",
-        "cluster": "east",
-        "channel": "C1",
-        "user": "U1",
-        "placeholder": {"channel": placeholder.channel, "ts": placeholder.ts},
-    }
+    payload = {"job_id": "771204", "cluster": "east", "channel": "C1", "user": "U1"}
     slack_deps.handlers()["slack.job"](_item(payload))
-    [message] = [m for m in slack.top_level("C1") if m["ts"] == placeholder.ts]
+    slack_deps.handlers()["slack.job"](_item(payload))  # a retry after a crash posts nothing new
+    [message] = slack.top_level("C1")  # the task's placeholder, edited into the incident message
     shown = blocks_text(message["blocks"])
     assert "cuda/oom" in shown and host in shown
     assert "`pretrain-771204` on `east`" in shown
-    assert slack_deps.store.message_for_job("771204", "east") == ("C1", placeholder.ts)
+    assert slack_deps.store.message_for_job("771204", "east") == ("C1", message["ts"])
+    # The job's logs are the incident's bundle (kept where they are): a re-run reads them.
+    [incident] = slack_deps.store.incidents()
+    bundle = slack_deps.store.bundle(incident.id)
+    assert [(f.path, f.external) for f in bundle.files] == [(str(folder), True)]
+    assert incident.occurrences == 1
 
 
 def test_unknown_job_is_told_in_the_placeholder(deps: tuple[SlackDeps, FakeSlack]) -> None:
     slack_deps, slack = deps
-    placeholder = slack_deps.outlet.post("C1", Message(text="Fetching…"))
-    payload = {
-        "job_id": "404",
-        "cluster": None,
-        "channel": "C1",
-        "user": "U1",
-        "placeholder": {"channel": placeholder.channel, "ts": placeholder.ts},
-    }
+    payload = {"job_id": "404", "cluster": None, "channel": "C1", "user": "U1"}
     slack_deps.handlers()["slack.job"](_item(payload))
     [message] = slack.top_level("C1")
     assert "job 404 is unknown" in blocks_text(message["blocks"])

@@ -27,12 +27,12 @@ def register(app: App, deps: SlackDeps) -> None:
     @app.shortcut(CALLBACK_ID)
     @audited(deps.store, "shortcut diagnose")
     def diagnose_message(ack: Ack, body: dict[str, Any], respond: Respond) -> str:
-        ack()
         message = body.get("message") or {}
         channel = str((body.get("channel") or {}).get("id"))
         files = files_of(message)
         pasted = None if files else pasted_log(str(message.get("text") or ""))
         if not files and pasted is None:
+            ack()
             respond(
                 text="That message has no log files and no pasted log to diagnose.", response_type="ephemeral"
             )
@@ -46,8 +46,10 @@ def register(app: App, deps: SlackDeps) -> None:
             if thread_ts and thread_ts != ts
             else None
         )
+        # Committed before the acknowledgement: an acknowledged shortcut is never lost.
         if incident is not None and incident.slack_channel and incident.slack_ts:
-            deps.start_diagnosis(
+            deps.accept(
+                key,
                 channel,
                 thread=MessageRef(channel, str(thread_ts)),
                 user=user,
@@ -55,15 +57,16 @@ def register(app: App, deps: SlackDeps) -> None:
                 pasted=pasted,
                 incident_id=incident.id,
                 edit=MessageRef(incident.slack_channel, incident.slack_ts),
-                key=key,
             )
+            ack()
             return f"joined incident {incident.id}"
-        deps.start_diagnosis(
+        deps.accept(
+            key,
             channel,
             thread=MessageRef(channel, str(thread_ts or ts)),
             user=user,
             files=files,
             pasted=pasted,
-            key=key,
         )
+        ack()
         return "queued"

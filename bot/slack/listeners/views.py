@@ -41,12 +41,12 @@ def register(app: App, deps: SlackDeps) -> None:
         if not files and pasted is None:
             ack(response_action="errors", errors={kit.INPUT_FILES[0]: "Attach a log file or paste a log."})
             return "empty form"
-        ack()
         meta = _metadata(view)
         channel = str(meta.get("channel") or (body.get("user") or {}).get("id"))
         user = (body.get("user") or {}).get("id")
         key = f"view:{view.get('id')}:{view.get('hash') or body.get('trigger_id')}"
-        deps.start_diagnosis(channel, thread=None, user=user, files=files, pasted=pasted, key=key)
+        deps.accept(key, channel, thread=None, user=user, files=files, pasted=pasted)  # before the ack
+        ack()
         return "queued"
 
     @app.view(kit.VIEW_FEEDBACK)
