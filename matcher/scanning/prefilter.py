@@ -12,6 +12,7 @@ alternation of all keywords ~1 MB/s. The fallback is fine for pasted excerpts an
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,6 +58,21 @@ def _keywords(catalog: Catalog) -> list[_Keyword]:
     return [_Keyword(text, caseless, tuple(sigs)) for (text, caseless), sigs in owners.items()]
 
 
+_SCRATCH = threading.local()
+
+
+def scratch_for(database: Any) -> Any:
+    """This thread's Hyperscan scratch space for `database`. A scratch serves one scan at a time
+    (another thread's scan meanwhile fails with ScratchInUseError), and a server diagnoses several
+    uploads at once over one cached catalog, so each thread gets its own, made on first use."""
+    spaces: dict[int, tuple[Any, Any]] = _SCRATCH.__dict__.setdefault("spaces", {})
+    held = spaces.get(id(database))
+    if held is None or held[0] is not database:
+        held = (database, hyperscan.Scratch(database))
+        spaces[id(database)] = held
+    return held[1]
+
+
 def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
     """Bounds of the line holding data[start:end] (keywords never contain a newline)."""
     line_start = data.rfind(b"\n", 0, start) + 1
@@ -75,7 +91,6 @@ class _HyperscanBackend:
             flags=[hyperscan.HS_FLAG_CASELESS if k.caseless else 0 for k in keywords],
             literal=True,
         )
-        self._scratch = hyperscan.Scratch(self._database)
 
     def lines(self, data: bytes) -> list[Candidate]:
         hits: list[tuple[int, int]] = []
@@ -83,7 +98,7 @@ class _HyperscanBackend:
         def on_match(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
             hits.append((end, keyword))
 
-        self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        self._database.scan(data, match_event_handler=on_match, scratch=scratch_for(self._database))
         candidates: list[Candidate] = []
         line_start = line_end = -1
         found: set[int] = set()

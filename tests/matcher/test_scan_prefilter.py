@@ -82,3 +82,21 @@ def test_default_catalog_and_its_prefilter_are_built_once_and_the_cache_stays_bo
     for _ in range(10):
         scan.prefilter_for(load_catalog(tmp_path))
     assert len(scan._prefilters) <= scan._PREFILTER_CACHE
+
+
+@pytest.mark.skipif(not HAVE_HYPERSCAN, reason="hyperscan is not installed")
+def test_one_prefilter_scans_from_many_threads_at_once() -> None:
+    """A server diagnoses several uploads at once over one cached catalog: scans that overlap in time
+    each get the whole answer (a shared Hyperscan scratch made every overlapping scan fail)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shared = Prefilter(CATALOG, use_hyperscan=True)
+    data = _block(7) * 40  # a few MB: scans take long enough to overlap
+    expected = [(c.start, c.end, c.signatures) for c in shared.lines(data)]
+
+    def scan(_: int) -> list[tuple[int, int, tuple[int, ...]]]:
+        return [(c.start, c.end, c.signatures) for c in shared.lines(data)]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(scan, range(32)))
+    assert all(result == expected for result in results)

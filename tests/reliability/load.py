@@ -1,0 +1,156 @@
+"""Load against a running `ncclbot serve`, shared by the CI tests (small counts) and
+benchmarks/server_load.py (the figures): many signed requests from concurrent clients, many uploads at
+once, and the server's memory read from /proc while they run."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from tests.fakes.slack_api import FakeSlack, eventually
+from tests.scenario_tests import slack_requests as send
+from tests.scenario_tests.flows import incident_messages
+from tests.scenario_tests.logs import next_culprit, oom_log, padded
+
+T = TypeVar("T")
+# Slack's limit for acknowledging a slash command, a button or an event.
+SLACK_ACK_S = 3.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def concurrently(calls: Sequence[Callable[[], T]], clients: int) -> list[T]:
+    """Run `calls` from `clients` threads at once (all released together); results in call order."""
+    start = threading.Barrier(min(clients, len(calls)))
+
+    def released(call: Callable[[], T]) -> T:
+        try:
+            start.wait(timeout=30)
+        except threading.BrokenBarrierError:
+            pass  # fewer calls left than clients: go on
+        return call()
+
+    with ThreadPoolExecutor(clients) as pool:
+        return list(pool.map(released, calls))
+
+
+@dataclass(frozen=True)
+class Memory:
+    rss: int  # bytes now
+    peak: int  # bytes, the most the process ever held (VmHWM)
+
+
+def memory(pid: int) -> Memory:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0]) * 1024
+    return Memory(rss=fields["VmRSS"], peak=fields["VmHWM"])
+
+
+class PeakSampler:
+    """Samples a process' RSS every `interval` s in a thread; `peak` is the highest seen since start
+    (VmHWM cannot be reset without privileges, so a phase's own peak is sampled)."""
+
+    def __init__(self, pid: int, interval: float = 0.02) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, memory(self.pid).rss)
+            self._stop.wait(self.interval)
+
+
+@dataclass(frozen=True)
+class CommandFigures:
+    statuses: list[int]
+    seconds: list[float]
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.seconds, 50)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.seconds, 99)
+
+
+def slash_commands(url: str, count: int, clients: int, *, texts: Sequence[str] = ("status", "help")) -> CommandFigures:
+    """`count` signed `/nccl` commands (cycling through `texts`) from `clients` concurrent clients."""
+    calls = [
+        (lambda i=i: send.command(url, texts[i % len(texts)], channel=f"CLOAD{i % 7}", user=f"ULOAD{i}"))
+        for i in range(count)
+    ]
+    replies = concurrently(calls, clients)
+    return CommandFigures(statuses=[r.status for r in replies], seconds=[r.seconds for r in replies])
+
+
+@dataclass(frozen=True)
+class UploadFigures:
+    acks: list[float]  # seconds to the HTTP acknowledgement of each mention
+    placeholders: list[str]  # the first text each asker saw in its thread
+    answered_s: float  # from the first mention until every incident message was there
+    peak_rss: int  # the server's highest RSS while they ran
+    channels: list[str]
+
+
+def uploads_at_once(
+    slack: FakeSlack, url: str, pid: int, *, count: int, size: int, prefix: str, timeout: float = 600
+) -> UploadFigures:
+    """`count` @mentions, each with its own `size`-byte log (a CUDA OOM padded with training chatter),
+    sent at once; waits until all are diagnosed, sampling the server's RSS meanwhile."""
+    channels, sent = [], []
+    for index in range(count):
+        rank, _host = next_culprit()
+        shared = [slack.add_file("train.log", padded(oom_log(rank), size))]
+        channel = f"{prefix}{index:03d}"
+        asked = slack.post_user_message(channel, "<@UBOT> job died", files=shared)
+        channels.append(channel)
+        sent.append((channel, asked, shared))
+    calls = [
+        (lambda c=c, a=a, s=s: send.event(url, send.mention(c, a["ts"], s))) for c, a, s in sent
+    ]
+    with PeakSampler(pid) as sampler:
+        started = time.monotonic()
+        replies = concurrently(calls, count)
+        for channel in channels:
+            eventually(lambda c=channel: incident_messages(slack, c), timeout=timeout, interval=0.05)
+        answered = time.monotonic() - started
+    first_texts = []
+    for channel, asked, _shared in sent:
+        posts = [
+            c.params.get("text", "")
+            for c in slack.calls_to("chat.postMessage")
+            if c.params.get("channel") == channel and c.params.get("thread_ts") == asked["ts"]
+        ]
+        first_texts.append(posts[0] if posts else "")
+    return UploadFigures(
+        acks=[r.seconds for r in replies if r.status == 200],
+        placeholders=first_texts,
+        answered_s=answered,
+        peak_rss=sampler.peak,
+        channels=channels,
+    )
