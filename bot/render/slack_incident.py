@@ -305,7 +305,7 @@ def placeholder(
     what = f"{ranks} ranks" if ranks else f"{files} file" + ("s" if files != 1 else "")
     text = f":hourglass_flowing_sand: Reading {human_bytes(total_bytes)} from {what}…"
     if queued:
-        text += f" (queued: {queued} diagnosis{'es' if queued != 1 else ''} ahead)"
+        text += f" (queued: {queued} {'diagnosis' if queued == 1 else 'diagnoses'} ahead)"
     return text, [kit.section(text)]
 
 

@@ -31,18 +31,18 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def concurrently(calls: Sequence[Callable[[], T]], clients: int) -> list[T]:
-    """Run `calls` from `clients` threads at once (all released together); results in call order."""
-    start = threading.Barrier(min(clients, len(calls)))
+    """Run `calls` from `clients` threads (the first wave released together, each client then takes
+    the next call as soon as it is done); results in call order."""
+    wave = min(clients, len(calls))
+    start = threading.Barrier(wave)
 
-    def released(call: Callable[[], T]) -> T:
-        try:
-            start.wait(timeout=30)
-        except threading.BrokenBarrierError:
-            pass  # fewer calls left than clients: go on
-        return call()
+    def released(index: int) -> T:
+        if index < wave:
+            start.wait(timeout=60)
+        return calls[index]()
 
     with ThreadPoolExecutor(clients) as pool:
-        return list(pool.map(released, calls))
+        return list(pool.map(released, range(len(calls))))
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,9 @@ class CommandFigures:
         return percentile(self.seconds, 99)
 
 
-def slash_commands(url: str, count: int, clients: int, *, texts: Sequence[str] = ("status", "help")) -> CommandFigures:
+def slash_commands(
+    url: str, count: int, clients: int, *, texts: Sequence[str] = ("status", "help")
+) -> CommandFigures:
     """`count` signed `/nccl` commands (cycling through `texts`) from `clients` concurrent clients."""
     calls = [
         (lambda i=i: send.command(url, texts[i % len(texts)], channel=f"CLOAD{i % 7}", user=f"ULOAD{i}"))
@@ -130,9 +132,7 @@ def uploads_at_once(
         asked = slack.post_user_message(channel, "<@UBOT> job died", files=shared)
         channels.append(channel)
         sent.append((channel, asked, shared))
-    calls = [
-        (lambda c=c, a=a, s=s: send.event(url, send.mention(c, a["ts"], s))) for c, a, s in sent
-    ]
+    calls = [(lambda c=c, a=a, s=s: send.event(url, send.mention(c, a["ts"], s))) for c, a, s in sent]
     with PeakSampler(pid) as sampler:
         started = time.monotonic()
         replies = concurrently(calls, count)

@@ -32,7 +32,7 @@ def test_many_large_uploads_at_once_are_queued_and_memory_stays_bounded(tmp_path
     assert len(many.acks) == 8 and max(many.acks) < SLACK_ACK_S
     # Two run, the others wait and say so.
     queued = [text for text in many.placeholders if "queued:" in text]
-    assert len(queued) >= 8 - 2 - 1, many.placeholders  # one may start as soon as a worker frees up
+    assert len(queued) >= 8 // 2, many.placeholders  # not all: a worker may free up meanwhile
     # Eight at once cost about what two cost, not eight times one: the limit bounds the memory.
     one_growth = max(one.peak_rss - idle, 16 * MB)
     assert many.peak_rss - idle < 3 * one_growth + 64 * MB, (one.peak_rss, idle, many.peak_rss)
