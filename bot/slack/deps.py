@@ -27,7 +27,17 @@ from bot.services.worker import Handler, PermanentError
 from bot.settings import Settings
 from bot.slack.files import SharedFile
 from bot.slack.middleware import AdminPolicy
-from bot.slack.work import DIAGNOSE, EVENT, JOB, PROBE, REQUEST, Background, Diagnoser, DiagnoseTask
+from bot.slack.work import (
+    DIAGNOSE,
+    EVENT,
+    JOB,
+    PROBE,
+    REQUEST,
+    Background,
+    Diagnoser,
+    DiagnoseTask,
+    is_outage,
+)
 
 log = logging.getLogger("ncclbot.slack")
 
@@ -114,10 +124,11 @@ class SlackDeps:
                 placeholder = post_once(
                     self.outlet, self.store, f"placeholder:{key}", task.channel, message, thread=task.thread
                 )
-            except SlackApiError as error:  # the diagnosis still runs and posts when Slack answers
-                log.warning(
-                    "placeholder not posted (%s); the result will be posted when Slack answers", error
-                )
+            except SlackApiError as error:
+                if is_outage(error):
+                    raise  # Slack is down: tried again (the asker's thread gets its placeholder then)
+                # Refused (the bot is not in the channel...): the diagnosis still runs and says so.
+                log.warning("placeholder not posted (%s); the result will be posted when it can", error)
         group = f"incident:{task.incident_id}" if task.incident_id is not None else None
         self.background.submit(
             DIAGNOSE, key, replace(task, placeholder=placeholder).to_payload(), group=group

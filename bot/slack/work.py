@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 
 from bot.render import slack_incident as render
 from bot.render.slack_text import prose
@@ -47,8 +47,17 @@ PROBE = "slack.probe"
 JOB = "slack.job"
 # Intake workers only post a placeholder and queue the work (milliseconds each).
 INTAKE_THREADS = 4
-# Outages: raised so that the queue retries the task later.
+# Raised so that the queue retries the task later.
 TRANSIENT: tuple[type[Exception], ...] = (SlackApiError, OSError, SQLAlchemyError)
+
+
+def is_outage(error: Exception) -> bool:
+    """Slack or the database is down (the task is not at fault: retried however long it takes): Slack's
+    429 and 5xx, a connection that fails, a database that cannot be reached."""
+    if isinstance(error, SlackApiError):
+        status = error.response.status_code
+        return status == 429 or status >= 500
+    return isinstance(error, (OSError, OperationalError, InterfaceError))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +120,10 @@ class Background:
         lease: timedelta = DEFAULT_LEASE,
     ) -> None:
         self.queue = WorkQueue(store)
-        self.worker = QueueWorker(self.queue, handlers, threads=threads, lease=lease)
-        self.intake = QueueWorker(self.queue, intake or {}, threads=INTAKE_THREADS, lease=lease)
+        self.worker = QueueWorker(self.queue, handlers, threads=threads, lease=lease, outage=is_outage)
+        self.intake = QueueWorker(
+            self.queue, intake or {}, threads=INTAKE_THREADS, lease=lease, outage=is_outage
+        )
         self.threads = threads
         self._kinds = frozenset(intake or {})
 

@@ -193,9 +193,12 @@ class WorkQueue:
         *,
         delay: timedelta,
         permanent: bool = False,
+        consume_attempt: bool = True,
         now: datetime | None = None,
     ) -> bool:
-        """Give the item back to be tried again after `delay` (dead when permanent or out of attempts)."""
+        """Give the item back to be tried again after `delay` (dead when permanent or out of attempts).
+        `consume_attempt=False`: the failure was not the item's (Slack or the database was down), so it
+        does not count towards its attempts, and an outage of any length loses nothing."""
         at = _now(now)
         with self.store.writing() as session:
             row = session.get(WorkItem, item_id, with_for_update=True)
@@ -203,6 +206,8 @@ class WorkQueue:
                 return False
             row.last_error = error[:ERROR_TEXT_LIMIT]
             row.lease_until = None
+            if not consume_attempt:
+                row.attempts = max(0, row.attempts - 1)
             if permanent or row.attempts >= self.max_attempts:
                 row.status, row.finished_at = QUEUE_DEAD, at
             else:
