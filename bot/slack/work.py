@@ -239,6 +239,7 @@ class Diagnoser:
                 database_url=self.settings.database_url,
                 progress=Throttle(show_progress, self.settings.slack_progress_interval_s),
                 refines=refines,
+                raise_store_outage=True,
             )
         )
         record = outcome.incident
