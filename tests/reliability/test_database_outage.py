@@ -37,7 +37,9 @@ def answered(slack: FakeSlack, channel: str, asked: dict[str, Any]) -> str:
     return shown if "cuda/oom" in shown else ""
 
 
-def test_slack_requests_while_the_database_is_down_and_after(postgres: PostgresServer, tmp_path: Path) -> None:
+def test_slack_requests_while_the_database_is_down_and_after(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
     with FakeSlack() as slack:
         env = server_env(slack, tmp_path, NCCLBOT_DATABASE_URL=postgres.url, NCCLBOT_WORK_LEASE_S="3")
         with running_server(env) as server:
