@@ -24,8 +24,11 @@ COMMAND_MODULES = (
     "bot.commands.runbook",
     "bot.commands.store",
     "bot.commands.report",
+    "bot.commands.digest",
+    "bot.commands.residue",
     "bot.commands.probe",
     "bot.commands.serve",
+    "bot.commands.config",
     "bot.commands.feedback",
 )
 

@@ -17,6 +17,7 @@ DIAGNOSIS_SECONDS = Histogram(
 BYTES_READ = Counter("ncclbot_bytes_read_total", "Log bytes read by the matcher (decompressed)")
 QUEUE_DEPTH = Gauge("ncclbot_queue_depth", "Work items waiting or in progress, by kind", ["kind"])
 QUEUE_OLDEST_AGE = Gauge("ncclbot_queue_oldest_pending_seconds", "Age of the oldest pending work item")
+QUEUE_DEAD = Gauge("ncclbot_queue_dead_items", "Work items given up after their last attempt (need a person)")
 SLACK_API_ERRORS = Counter(
     "ncclbot_slack_api_errors_total",
     "Slack Web API calls that failed, by method and HTTP status",

@@ -59,6 +59,8 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "task",  # Slurm task id
         "job_id",
         "bytes",
+        "setting",  # an NCCL_* environment variable NCCL reports ("IB_GID_INDEX")
+        "setting_value",  # ... and the value it was set to
         "bar_elapsed",  # elapsed time a tqdm-style progress bar shows ("29:41", "1:02:11")
         "exception",  # a Python exception type ("KeyError", "torch.OutOfMemoryError")
         "code_file",  # the source file of the innermost frame of a traceback

@@ -20,6 +20,7 @@ from matcher.taxonomy import CLASSES
 HERE = Path(__file__).resolve().parent
 RULES_FILE = HERE / "rules.toml"
 VERSION_FILE = HERE / "analysis-version.toml"
+PRIORS_FILE = HERE / "priors.toml"
 SIGNATURES = HERE / "signatures"
 
 
@@ -34,6 +35,7 @@ class Confidence:
     version_mismatch_mass: float
     exit_record_mass: float
     explained_peer_exit_factor: float
+    stack_dump_mass: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,9 @@ class Rules:
     first_observed: frozenset[str]  # ... of those that name the first failure
     cascade_exceptions: frozenset[str]
     phrases: dict[str, str]
+    setting_classes: dict[str, str]  # NCCL_* name (without NCCL_) -> class when it differs across hosts
+    setting_default_class: str
+    setting_mass: float
 
     def application_xid(self, xid: object) -> bool:
         try:
@@ -98,6 +103,8 @@ def parse_rules(document: dict[str, Any]) -> Rules:
     culprits = document["culprits"]
     phrases = dict(document["phrases"])
     _classes(list(phrases), "phrases")
+    settings = document["settings"]
+    _classes([*settings["classes"].values(), settings["default_class"]], "settings")
     return Rules(
         confidence=Confidence(**document["confidence"]),
         xid_kinds=xid_kinds,
@@ -115,6 +122,9 @@ def parse_rules(document: dict[str, Any]) -> Rules:
         first_observed=frozenset(exits["first_observed"]),
         cascade_exceptions=frozenset(document["exceptions"]["cascade_types"]),
         phrases=phrases,
+        setting_classes=dict(settings["classes"]),
+        setting_default_class=settings["default_class"],
+        setting_mass=float(settings["mass"]),
     )
 
 
@@ -134,10 +144,13 @@ def analysis_version() -> AnalysisVersion:
     )
 
 
-def digest(signatures: Path = SIGNATURES, rules_file: Path = RULES_FILE) -> str:
-    """sha256 over the catalog files (by name, in order) and the rules: what the version id stands for."""
+def digest(
+    signatures: Path = SIGNATURES, rules_file: Path = RULES_FILE, priors_file: Path = PRIORS_FILE
+) -> str:
+    """sha256 over the catalog files (by name, in order), the rules and the symptom-context priors: what
+    the version id stands for."""
     hasher = hashlib.sha256()
-    for path in [*sorted(signatures.glob("*.toml")), rules_file]:
+    for path in [*sorted(signatures.glob("*.toml")), rules_file, priors_file]:
         hasher.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return "sha256:" + hasher.hexdigest()
 

@@ -22,6 +22,19 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "matcher": ("bot", "runbooks", "probes", *SLACK_LIBRARIES, "sqlalchemy"),
     "runbooks": ("bot", "probes", *SLACK_LIBRARIES, "sqlalchemy"),
     "probes": ("bot", "matcher", "runbooks", *SLACK_LIBRARIES, "sqlalchemy"),
+    # Plain data across bot's layers: it imports none of them.
+    "bot.model": (
+        *FRONT_ENDS,
+        "bot.services",
+        "bot.store",
+        "bot.render",
+        "bot.server",
+        "bot.jobs",
+        *SLACK_LIBRARIES,
+        *HTTP_LIBRARIES,
+        "sqlalchemy",
+        "apscheduler",
+    ),
     "bot.store": (*FRONT_ENDS, "bot.services", "bot.render", "bot.server", "bot.jobs", *SLACK_LIBRARIES),
     "bot.services": (*FRONT_ENDS, "bot.server", *SLACK_LIBRARIES, *HTTP_LIBRARIES, "argparse", "apscheduler"),
     "bot.render": (*FRONT_ENDS, "bot.server", "bot.services", *SLACK_LIBRARIES, "sqlalchemy", "apscheduler"),
@@ -32,6 +45,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "bot.webhook": ("bot.commands", "bot.slack", "bot.digest", *SLACK_LIBRARIES, "apscheduler"),
     "bot.digest": ("bot.commands", "bot.slack", "bot.webhook", *SLACK_LIBRARIES),
     "bot.server": ("bot.commands", *SLACK_LIBRARIES, "apscheduler"),
+    # Log plumbing is imported by the store and the services: it depends on nothing of the bot.
+    "bot.logs": (*FRONT_ENDS, "bot.server", "bot.services", "bot.store", *SLACK_LIBRARIES, *HTTP_LIBRARIES),
 }
 
 # Libraries that exactly one package may import.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from typing import Any
 
 
@@ -22,21 +21,19 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bot.cli import HeldWarnings, UsageError
+    from bot import logs
+    from bot.cli import HeldWarnings
+    from bot.commands.config import settings_or_usage_error
+    from bot.commands.store import store_errors_as_usage_errors
     from bot.server.main import serve
-    from bot.settings import SettingsError, load_settings
 
-    try:
-        settings = load_settings()
-    except SettingsError as error:
-        for line in str(error).splitlines():
-            print(f"ncclbot: setting {line}", file=sys.stderr)
-        raise UsageError("invalid settings (see above)") from error
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_or_usage_error()
+    logs.configure(settings.log_format, settings.log_level, secrets=settings.secret_values())
     # A long-running server logs as it goes instead of holding warnings until the command ends.
     logger = logging.getLogger("ncclbot")
     for handler in [h for h in logger.handlers if isinstance(h, HeldWarnings)]:
         logger.removeHandler(handler)
     logger.propagate = True
-    serve(settings, host=args.host, port=args.port)
+    with store_errors_as_usage_errors():
+        serve(settings, host=args.host, port=args.port)
     return 0

@@ -12,6 +12,7 @@ from flask import Blueprint
 
 from bot.services.outlet import Outlet
 from bot.settings import Settings
+from bot.store import Store
 
 log = logging.getLogger("ncclbot.server")
 
@@ -39,6 +40,17 @@ class ServerContext:
     background: list[BackgroundService] = field(default_factory=list)
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
+    _store: Store | None = field(default=None, repr=False)
+    _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def store(self) -> Store:
+        """The one incident store of this process, opened (and migrated to the newest schema) on first
+        use, so that every plug-in shares one connection pool."""
+        with self._store_lock:
+            if self._store is None:
+                self._store = Store.open(self.settings.database_url)
+            return self._store
 
     def add_blueprint(self, blueprint: Blueprint) -> None:
         self.blueprints.append(blueprint)
@@ -61,3 +73,7 @@ class ServerContext:
                 service.stop()
             except Exception:  # one service failing to stop must not keep the others running
                 log.exception("stopping %s failed", service.name)
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None

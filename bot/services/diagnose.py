@@ -86,6 +86,8 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
         refines=request.refines,
         raise_outage=request.raise_store_outage,
     )
+    if incident is not None and not incident.duplicate:
+        record_unrecognised_lines(request, diagnosis, incident.occurrence_id)
     return DiagnosisOutcome(
         diagnosis=diagnosis,
         runbook=runbook,
@@ -93,6 +95,28 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
         incident=incident,
         store_warning=warning,
     )
+
+
+def record_unrecognised_lines(request: DiagnosisRequest, diagnosis: Diagnosis, occurrence_id: int) -> None:
+    """Feed the residue miner (bot.services.residue) with an unknown or low-confidence diagnosis's
+    unrecognised lines. A bounded second look at the inputs; its failure never costs the diagnosis."""
+    from bot.services import residue
+
+    if not residue.should_mine(diagnosis):
+        return
+    try:
+        from datetime import UTC, datetime
+
+        from bot.store import Store
+
+        with Store.open(request.database_url) as store:
+            residue.record_residue(
+                store, occurrence_id, request.paths, at=datetime.now(UTC), limits=request.limits
+            )
+    except Exception as error:  # the residue is a by-product: log it and move on
+        from bot.store.engine import database_error_reason  # one line, credentials masked
+
+        log.warning("unrecognised lines not mined: %s", database_error_reason(error))
 
 
 def _count(diagnosis: Diagnosis, source: str) -> None:

@@ -13,11 +13,13 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot import logs
 from bot.store.queue import DEFAULT_LEASE, QueuedItem, WorkQueue
 
 log = logging.getLogger("ncclbot.worker")
@@ -121,7 +123,13 @@ class QueueWorker:
         return True
 
     def _handle(self, item: QueuedItem) -> None:
+        # Every line logged while handling the item carries the id of the request that queued it.
+        with logs.request_scope(item.request_id or f"item-{item.id}"):
+            self._handle_in_scope(item)
+
+    def _handle_in_scope(self, item: QueuedItem) -> None:
         handler = self.handlers[item.kind]
+        started = time.monotonic()
         try:
             result = handler(item)
         except PermanentError as error:
@@ -151,6 +159,16 @@ class QueueWorker:
             return
         if not self.queue.complete(item.id, self.identity, result):
             log.warning("work item %s finished after its lease was taken over", item.id)
+            return
+        seconds = time.monotonic() - started
+        log.info(
+            "work item %s (%s %s) done in %.2f s",
+            item.id,
+            item.kind,
+            item.key,
+            seconds,
+            extra={"work_item": item.id, "kind": item.kind, "duration_ms": round(seconds * 1000, 1)},
+        )
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -4,13 +4,13 @@ and the listeners of every surface."""
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 from slack_bolt import App, BoltResponse
 
+from bot.logs import ContextThreadPoolExecutor
 from bot.services.hooks import cluster_actions, job_sources
 from bot.services.incidents import IncidentActions
 from bot.services.outlet import Outlet
@@ -80,7 +80,9 @@ def build_app(deps: SlackDeps) -> App:
         signing_secret=secret.get_secret_value() if secret else "",
         # Verified on the first request instead of at start: a Slack outage must not stop the server.
         token_verification_enabled=False,
-        listener_executor=ThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
+        # Listeners run after the ack, in these threads: the copied context keeps the request id, so the
+        # work they queue is logged under the id of the Slack request that asked for it.
+        listener_executor=ContextThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
     )
     app.middleware(refuse_replays(deps.store, deps.client))
     app.middleware(drop_repeated_events(deps.store, deps.client, queued=events.brings_logs))

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -298,3 +299,50 @@ class PostedMessage(Base):
     ts: Mapped[str] = mapped_column(String(32))
     thread_ts: Mapped[str | None] = mapped_column(String(32))
     posted_at: Mapped[datetime]
+
+
+class DigestPost(Base):
+    """One weekly digest per (channel, ISO week). The row is claimed before the digest is posted, so
+    that exactly one replica posts it and a restarted bot knows whether the week is done. A claim left
+    by a replica that died before posting can be taken over once it is older than the lease."""
+
+    __tablename__ = "digests"
+    __table_args__ = (UniqueConstraint("channel", "week", name="uq_digests_channel_week"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    week: Mapped[str] = mapped_column(String(10))  # ISO week, "2026-W49"
+    as_of: Mapped[datetime]  # end of the period the digest covers
+    claimed_by: Mapped[str] = mapped_column(String(255))
+    claimed_at: Mapped[datetime]
+    posted_at: Mapped[datetime | None]
+    slack_ts: Mapped[str | None] = mapped_column(String(32))
+
+
+class MinerState(Base):
+    """A log-template miner's whole state (Drain3's snapshot), so that templates and their ids survive
+    restarts and every replica mines into the same tree."""
+
+    __tablename__ = "miner_states"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[bytes] = mapped_column(LargeBinary)
+    updated_at: Mapped[datetime]
+
+
+class ResidueSample(Base):
+    """Unrecognised error lines of one stored diagnosis (an `unknown` or low-confidence one), grouped by
+    the template the miner put them in: how many lines, and one of them as written."""
+
+    __tablename__ = "residue_samples"
+    __table_args__ = (
+        UniqueConstraint("occurrence_id", "template_id", name="uq_residue_samples_occurrence_id"),
+        Index("ix_residue_samples_seen_at_template_id", "seen_at", "template_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    occurrence_id: Mapped[int] = mapped_column(ForeignKey("occurrences.id"))
+    template_id: Mapped[int]
+    lines: Mapped[int]
+    example: Mapped[str] = mapped_column(Text)
+    seen_at: Mapped[datetime]

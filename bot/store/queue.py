@@ -22,11 +22,15 @@ from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 
+from bot import logs
 from bot.store.engine import StoreError
 from bot.store.models import QUEUE_DEAD, QUEUE_DONE, QUEUE_PENDING, QUEUE_RUNNING, WorkItem
 from bot.store.store import Store
 
 DEFAULT_LEASE = timedelta(minutes=10)
+# The enqueuing request's id rides in the stored payload under this key; handlers get it as
+# `QueuedItem.request_id`, never inside their payload.
+REQUEST_ID_KEY = "_request_id"
 DEFAULT_MAX_ATTEMPTS = 8
 ERROR_TEXT_LIMIT = 2000
 
@@ -46,6 +50,7 @@ class QueuedItem:
     claimed_by: str | None
     last_error: str | None
     result: dict[str, Any] | None
+    request_id: str | None = None  # of the request that enqueued it: its log lines share the id
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +80,14 @@ def _plain(row: WorkItem) -> QueuedItem:
         kind=row.kind,
         key=row.key,
         group_key=row.group_key,
-        payload=dict(row.payload),
+        payload={key: value for key, value in row.payload.items() if key != REQUEST_ID_KEY},
         status=row.status,
         attempts=row.attempts,
         created_at=row.created_at,
         claimed_by=row.claimed_by,
         last_error=row.last_error,
         result=row.result,
+        request_id=row.payload.get(REQUEST_ID_KEY),
     )
 
 
@@ -103,6 +109,9 @@ class WorkQueue:
         if not kind or not key:
             raise StoreError("a work item needs a kind and a key")
         at = _now(now)
+        request_id = logs.current_request_id()
+        if request_id is not None:
+            payload = {**payload, REQUEST_ID_KEY: request_id}
         dialect = postgresql if self.store.engine.dialect.name == "postgresql" else sqlite
         with self.store.writing() as session:
             inserted = session.execute(

@@ -4,7 +4,8 @@ probe runs, changes incidents on people's behalf, and answers the queries of `bo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot.store import migrate, queries
+from bot.store import digest_queries, digests, migrate, queries, residue
 from bot.store.engine import WRITE_OPTION, StoreError, create_store_engine
 from bot.store.facts import diagnosis_document, occurrence_facts, stored_name
 from bot.store.fingerprint import culprit_hosts, diagnosis_fingerprint, normalise_host
@@ -556,6 +557,103 @@ class Store:
     def fix_effectiveness(self, *, now: datetime | None = None) -> list[queries.FixEffectiveness]:
         with self._read() as session:
             return queries.fix_effectiveness(session, now=_now(now))
+
+    # -- the weekly digest ------------------------------------------------------------------------------
+
+    def claim_digest(
+        self,
+        channel: str,
+        week: str,
+        *,
+        as_of: datetime,
+        claimant: str,
+        lease: timedelta,
+        now: datetime | None = None,
+    ) -> digests.DigestClaim:
+        """Claim the digest of (channel, ISO week) before posting it; see `bot.store.digests`."""
+        with self._write.begin() as session:
+            return digests.claim(
+                session,
+                channel=channel,
+                week=week,
+                as_of=_now(as_of),
+                claimant=claimant,
+                at=_now(now),
+                lease=lease,
+            )
+
+    def mark_digest_posted(
+        self, claim_id: int, claimant: str, ts: str, *, now: datetime | None = None
+    ) -> bool:
+        with self._write.begin() as session:
+            return digests.mark_posted(session, claim_id, claimant, ts, _now(now))
+
+    def release_digest(self, claim_id: int, claimant: str) -> None:
+        with self._write.begin() as session:
+            digests.release(session, claim_id, claimant)
+
+    def digest_claim(self, channel: str, week: str) -> digests.DigestClaim | None:
+        with self._read() as session:
+            return digests.find(session, channel, week)
+
+    def top_fingerprints(
+        self, *, days: int, now: datetime | None = None, limit: int = 5
+    ) -> list[digest_queries.FingerprintRow]:
+        with self._read() as session:
+            return digest_queries.top_fingerprints(session, days=days, now=_now(now), limit=limit)
+
+    def stale_open_incidents(
+        self, *, older_than_days: int, now: datetime | None = None, limit: int = 10
+    ) -> list[IncidentSummary]:
+        with self._read() as session:
+            return digest_queries.stale_open_incidents(
+                session, now=_now(now), older_than_days=older_than_days, limit=limit
+            )
+
+    def corrections(self, *, days: int, now: datetime | None = None) -> list[digest_queries.CorrectionRow]:
+        with self._read() as session:
+            return digest_queries.corrections(session, days=days, now=_now(now))
+
+    def class_counts(self, *, start: datetime, end: datetime) -> dict[str, int]:
+        with self._read() as session:
+            return digest_queries.class_counts(session, start=_now(start), end=_now(end))
+
+    def latest_incident_per_node(
+        self, *, start: datetime, end: datetime
+    ) -> list[digest_queries.NodeIncident]:
+        with self._read() as session:
+            return digest_queries.latest_incident_per_node(session, start=_now(start), end=_now(end))
+
+    def node_class_counts(self, *, start: datetime, end: datetime) -> list[digest_queries.NodeClassCount]:
+        with self._read() as session:
+            return digest_queries.node_class_counts(session, start=_now(start), end=_now(end))
+
+    # -- residue: the lines no signature recognised --------------------------------------------------------
+
+    @contextmanager
+    def residue_writer(self, miner: str) -> Iterator[residue.ResidueWriter]:
+        """One write transaction holding `miner`'s lock: read its state, mine, save state and samples."""
+        with self._write.begin() as session:
+            residue.lock_miner(session, miner)
+            yield residue.ResidueWriter(session, miner)
+
+    def miner_state(self, miner: str) -> bytes | None:
+        with self._read() as session:
+            return residue.miner_state(session, miner)
+
+    def residue_counts(self, *, days: int, now: datetime | None = None) -> list[residue.ResidueCount]:
+        end = _now(now)
+        with self._read() as session:
+            return residue.residue_counts(session, start=end - timedelta(days=days), end=end)
+
+    def residue_examples(
+        self, template_id: int, *, limit: int = 5, until: datetime | None = None
+    ) -> list[str]:
+        """Distinct example lines of a template, newest first (seen up to `until` when given)."""
+        with self._read() as session:
+            return residue.examples(
+                session, template_id, limit=limit, end=None if until is None else _now(until)
+            )
 
     # -- what a chat front end needs to draw and extend an incident -----------------------------------
 

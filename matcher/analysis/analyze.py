@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from matcher.analysis import crossrank, exits, hostscope, progress, scoring, setup_hang, versions
+from matcher.analysis import (
+    crossrank,
+    exits,
+    hostscope,
+    priors,
+    progress,
+    scoring,
+    setup_hang,
+    stacks,
+    versions,
+)
 from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.culprit import decide
 from matcher.analysis.rankmap import RankMap, build_rank_map
@@ -66,6 +76,11 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     support: dict[str, list[Observation]] = {}
     extra_evidence: dict[str, tuple[Evidence, ...]] = {}
     after_init: setup_hang.Suggestions | None = None
+    guessed = priors.Applied()
+    stack = None if roots else stacks.finding(observations, rm)
+    split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
+    # NCCL_* settings or network plugins that differ between hosts: each points at its own class.
+    settings_split = versions.differing_settings(observations, rm)
     if roots:
         for cls, obs in roots.items():
             masses[cls] = scoring.mass(obs, rm)
@@ -89,6 +104,9 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             masses[cls] = masses.get(cls, 0.0) + amount
             support.setdefault(cls, []).extend(inference.evidence.get(cls, []))
         _raised_first(observations, rm, masses, support)
+        if stack is not None:
+            masses[stack.class_id] = masses.get(stack.class_id, 0.0) + rules().confidence.stack_dump_mass
+            support.setdefault(stack.class_id, [])[:0] = list(stack.evidence)
         silent = setup_hang.silent(cascades, table, fr)
         suggestions = setup_hang.suggest(observations, rm) if silent else None
         if suggestions is not None:
@@ -96,20 +114,37 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             for cls, amount in suggestions.masses.items():
                 masses[cls] = masses.get(cls, 0.0) + amount
                 support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
-    split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
+            guessed.added.update({c: m for c, m in suggestions.masses.items() if c != UNKNOWN})
+            priors.demote_unknown(masses)
+        elif not (split or settings_split) and priors.bare(
+            observations, table, fr.kind if fr is not None else None, rm
+        ):
+            # No line names a cause: what resolved threads of the same symptom context turned out to be.
+            context = priors.context_of(observations, _symptom(cascades, fr), table, rm)
+            guessed = priors.apply(context, masses, support, cascades)
     if split:
         masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + rules().confidence.version_mismatch_mass
         support.setdefault(VERSION_CLASS, []).extend(split)
+    for cls, differing in settings_split.items():
+        masses[cls] = masses.get(cls, 0.0) + rules().setting_mass
+        support.setdefault(cls, []).extend(differing)
     if fr is not None and fr.evidence:
         for cls in masses:
             if cls.startswith("timeout/") or cls == UNKNOWN:
                 extra_evidence[cls] = fr.evidence[:1]
 
+    # Fewer than three classes named: the primary's usual alternatives fill the list (top-3 guesses).
+    runners_up = priors.fill_runners_up(masses)
+    guessed.added.update(runners_up)
     pinned = [o for o in table.evidence if rm.rank(o) in table.culprits]
-    ranked = _rank(masses, support, cascades, extra_evidence, pinned)
+    ranked = _rank(
+        masses, support, cascades, extra_evidence, pinned, guessed.guessed(masses), set(runners_up)
+    )
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
-    decision = decide(primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue)
+    decision = decide(
+        primary, roots.get(primary, []), cascades, observations, table, fr, rm, rank0_clue, stack
+    )
     if after_init is not None and decision.culprit is None:
         decision = replace(decision, no_culprit_reason=after_init.no_culprit_reason)
     facts = _facts(primary, support.get(primary, []), observations, table, decision.culprit)
@@ -214,18 +249,24 @@ def _rank(
     cascades: list[Observation],
     extra_evidence: dict[str, tuple[Evidence, ...]],
     pinned: list[Observation],
+    guessed: frozenset[str] = frozenset(),
+    unbacked: set[str] | None = None,
 ) -> tuple[ClassScore, ...]:
     known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
     if not known or set(known) == {UNKNOWN}:
         evidence = scoring.excerpts(cascades)
         return (ClassScore(UNKNOWN, rules().confidence.unknown_alone, title(UNKNOWN), evidence),)
-    conf = scoring.confidences(known)
+    conf = scoring.confidences(known, frozenset(unbacked or ()))
+    for cls in guessed & set(conf):  # a prior's guess, nothing in the bundle behind it: say so
+        conf[cls] = min(conf[cls], priors.priors().max_confidence)
     order = sorted(conf, key=lambda c: (-conf[c], c))[:MAX_CLASSES]
     scores = []
     for cls in order:
         backing = support.get(cls, [])
         first = [o for o in pinned if o in backing] if cls.startswith("timeout/") else []
-        evidence = scoring.excerpts(backing or cascades, pinned=first)
+        # A runner-up listed only as the primary's usual alternative has no line of its own to show.
+        fallback = () if unbacked and cls in unbacked else cascades
+        evidence = scoring.excerpts(backing or fallback, pinned=first)
         evidence = (evidence + extra_evidence.get(cls, ()))[: scoring.EVIDENCE_PER_CLASS]
         scores.append(ClassScore(cls, round(conf[cls], 4), title(cls), evidence))
     return tuple(scores)

@@ -18,6 +18,7 @@ from matcher.analysis import exits
 from matcher.analysis.addresses import is_placeholder_host
 from matcher.analysis.crossrank import TableVerdict, lone_symmetric_report
 from matcher.analysis.rankmap import RankMap, as_int
+from matcher.analysis.stacks import StackFinding
 from matcher.analysis.timeouts import MISSING_RANK, RANK0
 from matcher.model import Culprit, FRFinding, Observation
 from matcher.rules import rules
@@ -100,10 +101,11 @@ def decide(
     fr: FRFinding | None,
     rm: RankMap,
     rank0_clue: Observation | None,
+    stack: StackFinding | None = None,
 ) -> CulpritDecision:
     """The culprit, never with a loopback or placeholder address as its host: those name the rank's own
     machine or nothing (a masked paste), so they would send an on-call engineer nowhere."""
-    decision = _decide(primary, root_obs, cascades, observations, table, fr, rm, rank0_clue)
+    decision = _decide(primary, root_obs, cascades, observations, table, fr, rm, rank0_clue, stack)
     return _real_hosts_only(decision)
 
 
@@ -131,6 +133,7 @@ def _decide(
     fr: FRFinding | None,
     rm: RankMap,
     rank0_clue: Observation | None,
+    stack: StackFinding | None = None,
 ) -> CulpritDecision:
     if primary in rules().never_named:
         return CulpritDecision(
@@ -166,7 +169,12 @@ def _decide(
         peer = _from_peer(cascades, rm)
         if peer:
             return peer
-    evidence_based = _from_fr_or_table(fr, table, rm) or _from_missing_rank_reports(cascades, rm)
+    # A stack dump says what the busy rank was doing, more than the table's "never reached it".
+    evidence_based = (
+        _from_stacks(stack, primary, rm)
+        or _from_fr_or_table(fr, table, rm)
+        or _from_missing_rank_reports(cascades, rm)
+    )
     if evidence_based:
         return evidence_based
     if primary == RANK0 and _rank0_implicated(rank0_clue, root_obs, table, rm):
@@ -302,6 +310,13 @@ def _from_fr_or_table(fr: FRFinding | None, table: TableVerdict, rm: RankMap) ->
         ranks = table.culprits
         return CulpritDecision(Culprit(ranks, _hosts_for(ranks, (), rm), table.detail), None)
     return None
+
+
+def _from_stacks(stack: StackFinding | None, primary: str, rm: RankMap) -> CulpritDecision | None:
+    """Stack dumps single out the busy ranks only for the class their activity names."""
+    if stack is None or stack.class_id != primary:
+        return None
+    return CulpritDecision(Culprit(stack.ranks, _hosts_for(stack.ranks, (), rm), stack.reason), None)
 
 
 def _from_mismatch_pairs(root_obs: list[Observation], rm: RankMap) -> CulpritDecision | None:

@@ -116,6 +116,8 @@ def _single_node(observations: list[Observation], rm: RankMap) -> bool:
 
 def _signal(obs: Observation, code: int | None) -> str | None:
     word = obs.fields.get("signal")
+    if word is not None and str(word).isdigit():  # mpirun: "exited on signal 9"
+        return rules().signal_name(-int(str(word)))
     if word is not None:
         return rules().normal_signal(str(word))
     if code is None and as_int(obs.fields.get("error_code")) == 137:

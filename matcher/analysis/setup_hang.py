@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.hostscope import GPUS_PER_HOST, one_host
+from matcher.analysis.priors import priors
 from matcher.analysis.rankmap import RankMap
 from matcher.analysis.versions import release_tuple
 from matcher.model import FRFinding, Observation
@@ -42,8 +43,6 @@ ALGORITHM = "nccl/nvls-or-algorithm"
 # Releases before this are years old: peers on other nodes rarely run the same one, and many hangs
 # fixed since were NCCL bugs.
 OLD_NCCL = (2, 12)
-# Unknown leads: the suggestions are what to check, not findings.
-UNKNOWN_MASS = 1.0
 # A setup that names its suspect outright leads instead: this much mass on top of the branch's own.
 TELLING_MASS = 1.3
 NVLS = "NVLS"
@@ -111,7 +110,7 @@ def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | No
     several_hosts = len(hosts) > 1 or bool(net_lines) or (ranks.world_size or 0) > GPUS_PER_HOST
 
     out = Suggestions(seen=_seen(hosts, several_hosts, transports, consumer, old))
-    out.add(UNKNOWN, UNKNOWN_MASS, setup)
+    out.add(UNKNOWN, priors().hang_after_init_unknown, setup)
     nvls_lines = [o for o in transports if o.fields["transport"] == NVLS]
     if nvls_lines:
         stuck_in_nvls = _last_setup_is_nvls(setup)

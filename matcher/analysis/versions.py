@@ -14,6 +14,7 @@ from collections import defaultdict
 
 from matcher.analysis.rankmap import RankMap
 from matcher.model import Observation
+from matcher.rules import rules
 
 VERSION_FIELDS = ("nccl_version", "torch_version", "cuda_version", "driver_version")
 # Evidence, not proof (rules.toml `version_mismatch_mass`): the mismatch may be harmless, so it supports
@@ -58,6 +59,37 @@ def differing_versions(observations: list[Observation], ranks: RankMap) -> list[
         for by_who in releases.values():
             evidence.append(next(iter(by_who.values())))
     return evidence
+
+
+# What the network lines are compared as (rules.toml [settings.classes]).
+_SETTING_OF = {"nccl-net-plugin-state": "NET_PLUGIN", "nccl-network-in-use": "NET_TRANSPORT"}
+_INTERNAL_PLUGIN = ("No plugin found", "Could not find")
+
+
+def differing_settings(observations: list[Observation], ranks: RankMap) -> dict[str, list[Observation]]:
+    """class -> one line per distinct value of an NCCL_* setting (or network plugin) that differs across
+    hosts. Only hosts that printed the setting count: a paste missing a host's lines proves nothing."""
+    seen: dict[str, dict[str, dict[str, Observation]]] = defaultdict(lambda: defaultdict(dict))
+    for obs in observations:
+        if obs.role != "context" or "setting_value" not in obs.fields:
+            continue
+        host = ranks.host(obs)
+        if not host:
+            continue
+        name = str(obs.fields.get("setting", _SETTING_OF.get(obs.signature, obs.signature)))
+        value = str(obs.fields["setting_value"]).strip()
+        value = "internal" if value.startswith(_INTERNAL_PLUGIN) else value
+        seen[name][value].setdefault(host, obs)
+    found: dict[str, list[Observation]] = defaultdict(list)
+    for name, values in seen.items():
+        hosts_per_value = [set(by_host) for by_host in values.values()]
+        if len(values) < 2 or len(set().union(*hosts_per_value)) < 2:
+            continue
+        if any(len(h & other) for i, h in enumerate(hosts_per_value) for other in hosts_per_value[i + 1 :]):
+            continue  # one host with two values: several runs pasted together, not a split
+        cls = rules().setting_classes.get(name, rules().setting_default_class)
+        found[cls].extend(next(iter(by_host.values())) for by_host in values.values())
+    return dict(found)
 
 
 def _same_reporters_only(reporters: list[set[str]]) -> bool:

@@ -17,7 +17,10 @@ Slurm label, Ray actor tag, torchrun tee, `[rankN]:`, then the logger's own head
 
 | form | example | kept as |
 |---|---|---|
+| JSON-lines record | `{"log": "...", "time": "..."}` (docker, shippers, journal export) | time, host |
 | kubectl/ISO timestamp | `2024-05-01T03:11:40.123Z ` | time |
+| CRI stream tag | `stderr F ` after the timestamp (containerd / CRI-O log files) | - |
+| `kubectl logs --prefix` | `[pod/trainer-worker-3/pytorch] ` | host (the pod) |
 | Slurm `--label` | `  3: ` | task id (rank, see below) |
 | MPI | `[1,3]<stderr>:` | rank |
 | Ray actor | `(RayWorkerWrapper pid=123) `, `(WorkerDict pid=7, ip=10.0.0.1) ` | pid, host (ip) |
@@ -53,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from matcher.model import Line
+from matcher.reading import containers
 from matcher.reading.read import Source
 from matcher.reading.timestamps import epoch, epoch_without_year, month_number
 
@@ -99,6 +103,10 @@ Handler = Callable[["re.Match[str]", _Found, int | None], None]
 
 def _on_iso(m: re.Match[str], found: _Found, year: int | None) -> None:
     found.set_time(_iso_epoch(m, 1))
+
+
+def _on_pod(m: re.Match[str], found: _Found, year: int | None) -> None:
+    found.syslog_host = found.syslog_host or m.group(1)
 
 
 def _on_slurm(m: re.Match[str], found: _Found, year: int | None) -> None:
@@ -172,6 +180,8 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
         _on_syslog_iso,
     ),
     (re.compile(rf"^{_ISO}{_ZONE}:?\s+(?:-\s+)?"), _on_iso),
+    (re.compile(r"^(?:stdout|stderr) [PF] "), _ignore),
+    (re.compile(r"^\[pod/([\w.-]{1,253})/[\w.-]{1,63}\] "), _on_pod),
     (re.compile(r"^ {0,8}(\d{1,6}): "), _on_slurm),
     (re.compile(r"^\[\d{1,6},(\d{1,6})\]<(?:stdout|stderr|stddiag)>: ?"), _on_mpi),
     (re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=(\d{1,10})(?:, ip=([0-9A-Fa-f.:]{3,45}))?\) "), _on_ray),
@@ -215,8 +225,9 @@ _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
 def parse_line(raw: bytes, source: Source, lineno: int, *, year: int | None = None) -> Line:
     """The message of one physical line (its last meaningful fragment), attributed. Never raises."""
     try:
-        fragments = _fragments(_decode(raw))
-        return _attribute(fragments[-1] if fragments else "", source, lineno, _year(year, source))
+        text, record = _unwrapped(_decode(raw))
+        fragments = _fragments(text)
+        return _attribute(fragments[-1] if fragments else "", source, lineno, _year(year, source), record)
     except Exception:  # hostile bytes must cost a line's attribution, never the diagnosis
         text = raw.decode("utf-8", errors="replace")
         return Line(source.name, lineno, text=text, raw=text[:RAW_CAP], rank=source.rank, host=source.host)
@@ -225,8 +236,11 @@ def parse_line(raw: bytes, source: Source, lineno: int, *, year: int | None = No
 def parse_segments(raw: bytes, source: Source, lineno: int, *, year: int | None = None) -> tuple[Line, ...]:
     """Every meaningful fragment of a physical line (see the module note), in order. Never raises."""
     try:
-        fragments = _fragments(_decode(raw)) or [""]
-        return tuple(_attribute(fragment, source, lineno, _year(year, source)) for fragment in fragments)
+        text, record = _unwrapped(_decode(raw))
+        fragments = _fragments(text) or [""]
+        return tuple(
+            _attribute(fragment, source, lineno, _year(year, source), record) for fragment in fragments
+        )
     except Exception:
         return (parse_line(raw, source, lineno, year=year),)
 
@@ -242,6 +256,12 @@ def _decode(raw: bytes) -> str:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     return text.rstrip("\n").rstrip("\r")
+
+
+def _unwrapped(text: str) -> tuple[str, containers.Record | None]:
+    """The message of a JSON-lines container record (and the record), or the line as it is."""
+    record = containers.unwrap(text) if text[:1] == "{" else None
+    return (record.text, record) if record is not None else (text, None)
 
 
 def _fragments(text: str) -> list[str]:
@@ -260,9 +280,14 @@ def _fragments(text: str) -> list[str]:
     return fragments
 
 
-def _attribute(fragment: str, source: Source, lineno: int, year: int | None) -> Line:
+def _attribute(
+    fragment: str, source: Source, lineno: int, year: int | None, record: containers.Record | None = None
+) -> Line:
     found = _Found()
     text = _peel(fragment, found, year)
+    if record is not None:  # the container runtime's own time and host, under what the message says
+        found.set_time(record.time)
+        found.syslog_host = found.syslog_host or record.host
     child_time = _CHILD_FAILED_TIME.match(text)
     if child_time:
         found.set_time(_iso_epoch(child_time, 1))

@@ -115,9 +115,22 @@ def run_command(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        _wait_for_group_exit(process.pid)
     for reader in readers:
         reader.join(timeout=2.0)
     return CommandOutcome(process.returncode, "".join(out), "".join(err), timed_out)
+
+
+def _wait_for_group_exit(pgid: int, limit_s: float = 10.0) -> None:
+    """SIGKILL is delivered asynchronously: on a loaded machine the group's other members (the ranks)
+    can outlive `killpg` by a moment. Wait until none is left, so that "timed out" means "gone"."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
 
 
 def describe_failure(stderr: str) -> str | None:

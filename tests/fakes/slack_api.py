@@ -464,7 +464,8 @@ def _handler_for(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
             content_type = headers.get("content-type", "")
             if body and "json" in content_type:
                 params.update(json.loads(body))
-            elif body and "x-www-form-urlencoded" in content_type:
+            elif body and "x-www-form-urlencoded" in content_type and not url.path.startswith("/upload/"):
+                # An upload's body is the file's bytes (a PNG is no form), whatever slack_sdk labels it.
                 params.update(parse_qsl(body.decode()))
             path = url.path
             if path.startswith("/api/"):

@@ -34,12 +34,13 @@ def test_single_host_hang_after_init_suggests_peer_to_peer_first(tmp_path: Path)
         for r in range(4)
     )
     d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:2] == ["unknown", "p2p/pcie-acs"]
-    assert d.primary.confidence < 0.5
+    # A guess leads (hangs like this were P2P in resolved threads), at a guess's confidence, no culprit.
+    assert class_ids(d)[:2] == ["p2p/pcie-acs", "unknown"]
+    assert d.primary.confidence <= 0.45
     assert all(c.confidence < d.primary.confidence for c in d.diagnoses[1:])
     assert d.culprit is None
     assert "hung right after NCCL initialisation" in (d.no_culprit_reason or "")
-    assert any("P2P/IPC" in e.text for e in d.diagnoses[1].evidence)
+    assert any("P2P/IPC" in e.text for e in d.primary.evidence)
 
 
 def test_consumer_gpus_raise_peer_to_peer_even_across_hosts(tmp_path: Path) -> None:
@@ -49,8 +50,8 @@ def test_consumer_gpus_raise_peer_to_peer_even_across_hosts(tmp_path: Path) -> N
         + _setup("ws-b", 800, 1, "eno1", "192.168.1.11", [(0, "NET/Socket/0")])
     )
     d = diagnose_text(tmp_path, text)
-    assert d.primary.class_id == "unknown"
-    assert "p2p/pcie-acs" in class_ids(d)
+    assert class_ids(d)[0] == "network/interface-selection"
+    assert "p2p/pcie-acs" in class_ids(d)[:3]
 
 
 def test_multi_host_socket_hang_suggests_interface_then_versions(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_multi_host_socket_hang_suggests_interface_then_versions(tmp_path: Path)
         + _setup("node-b", 4200, 1, "ens5", "10.0.1.5", [(0, "NET/Socket/0")])
     )
     d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:3] == ["unknown", "network/interface-selection", "config/version-mismatch"]
+    assert class_ids(d)[:3] == ["network/interface-selection", "config/version-mismatch", "unknown"]
     assert d.culprit is None
 
 
@@ -71,8 +72,8 @@ def test_an_old_nccl_release_puts_versions_before_the_interface(tmp_path: Path) 
         + _setup("node-b", 4200, 1, "ens5", "10.0.1.5", [])
     )
     d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:3] == ["unknown", "config/version-mismatch", "network/interface-selection"]
-    assert any("2.8.4" in e.text for e in d.diagnoses[1].evidence)
+    assert class_ids(d)[:2] == ["config/version-mismatch", "network/interface-selection"]
+    assert any("2.8.4" in e.text for e in d.primary.evidence)
     assert "2.8.4" in (d.no_culprit_reason or "")
 
 
@@ -81,14 +82,15 @@ def test_one_hosts_lines_of_a_job_larger_than_a_host_are_treated_as_multi_node(t
         "node-a:4100:4190 [0] NCCL INFO comm 0x5a10 rank 0 nranks 32 cudaDev 0 busId 18000 - Init COMPLETE\n"
     )
     d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:2] == ["unknown", "network/interface-selection"]
+    assert class_ids(d)[0] == "network/interface-selection"
+    assert "unknown" in class_ids(d)
 
 
 def test_gpudirect_rdma_paths_suggest_driver_stack_and_ib(tmp_path: Path) -> None:
     text = _setup("hpc-17", 9000, 4, "ib0", "172.20.0.17", [(12, "NET/IB/0/GDRDMA"), (13, "NET/IB/1/GDRDMA")])
     d = diagnose_text(tmp_path, text)
-    assert d.primary.class_id == "unknown"
-    assert set(class_ids(d)[1:3]) == {"config/version-mismatch", "network/ib-rdma"}
+    assert set(class_ids(d)[:2]) == {"config/version-mismatch", "network/ib-rdma"}
+    assert d.primary.confidence <= 0.45
 
 
 def test_setup_lines_followed_by_a_timeout_are_not_a_silent_hang(tmp_path: Path) -> None:
@@ -368,7 +370,7 @@ def test_a_hang_stopped_by_the_user_is_still_a_silent_hang_after_init(tmp_path: 
         "(exitcode: -2) local_rank: 0 (pid: 5100) of binary: /usr/bin/python3\n"
     )
     d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:2] == ["unknown", "p2p/pcie-acs"]
+    assert class_ids(d)[:2] == ["p2p/pcie-acs", "unknown"]
     assert d.culprit is None
     assert "hung right after NCCL initialisation" in (d.no_culprit_reason or "")
 

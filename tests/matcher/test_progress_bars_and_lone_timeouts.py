@@ -84,13 +84,16 @@ def test_a_killed_worker_outranks_a_long_bar(tmp_path: Path) -> None:
     assert class_ids(diagnose_text(tmp_path, text))[0] == "system/host-oom"
 
 
-def test_lone_timeout_on_a_scalar_allreduce_names_no_rank0(tmp_path: Path) -> None:
+def test_lone_early_scalar_allreduce_timeout_guesses_rank0_work_but_names_no_rank0(tmp_path: Path) -> None:
     # One rank's line on a 1-element allreduce: any rank may be the missing one, rank 0 no more than others.
+    # Resolved threads of this context (30-min timeout on one of the first collectives) were mostly the main
+    # process preparing data, so that class leads as a low-confidence guess; the culprit needs evidence.
     diagnosis = diagnose_text(tmp_path, _watchdog(5, 3, "ALLREDUCE", 1, 1_800_000))
     assert _culprit_ranks(diagnosis) != (0,)
     classes = class_ids(diagnosis)
-    assert classes[0] == "unknown"
-    assert RANK0 in classes[:3]
+    assert classes[0] == RANK0
+    assert diagnosis.primary.confidence <= 0.45
+    assert "unknown" in classes
 
 
 def test_lone_timeout_on_a_broadcast_still_points_at_its_usual_source(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def test_a_log_that_stops_in_nvls_setup_points_at_nvls_first(tmp_path: Path) -> 
     d = diagnose_text(tmp_path, _NVLS_TAIL)
     assert d.primary.class_id == "nccl/nvls-or-algorithm"
     assert 0.25 <= d.primary.confidence <= 0.6
-    assert class_ids(d)[1] == "unknown"
+    assert "unknown" in class_ids(d)
     assert any("NVLS Bind mem" in e.text for e in d.primary.evidence)
     assert d.culprit is None
 
@@ -35,7 +35,7 @@ def test_nvls_setup_that_completed_before_the_hang_is_only_a_runner_up(tmp_path:
         "sxm-node-2:3301:3370 [1] NCCL INFO comm 0x61f3a0 rank 1 nranks 4 cudaDev 1 - Init COMPLETE\n"
     )
     d = diagnose_text(tmp_path, text)
-    assert d.primary.class_id == "unknown"
+    assert d.primary.class_id != "nccl/nvls-or-algorithm"
     assert "nccl/nvls-or-algorithm" in class_ids(d)[:3]
 
 
@@ -56,14 +56,15 @@ rig-7:51020:51044 [0] NCCL INFO Connected all rings
     assert 0.3 <= d.primary.confidence <= 0.6
 
 
-def test_one_host_of_datacenter_gpus_hanging_after_p2p_setup_keeps_unknown_first(tmp_path: Path) -> None:
+def test_one_host_of_datacenter_gpus_hanging_after_p2p_setup_guesses_p2p_weakly(tmp_path: Path) -> None:
     text = """
 #  Rank  0 Group  0 Pid  51020 on   rig-7 device  0 [0x01] NVIDIA A100-SXM4-80GB
 rig-7:51020:51020 [0] NCCL INFO Bootstrap : Using eno2:192.168.0.77<0>
 rig-7:51020:51044 [0] NCCL INFO Channel 00/0 : 0[1000] -> 1[21000] via P2P/IPC
 """
     d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:2] == ["unknown", "p2p/pcie-acs"]
+    assert class_ids(d)[:2] == ["p2p/pcie-acs", "unknown"]
+    assert d.primary.confidence <= 0.45  # a guess, not a finding: no GeForce board says it
 
 
 # --- 5. docker's default bridge address across hosts -----------------------------------------------------
@@ -81,14 +82,15 @@ ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
     assert any("172.17.0.3" in e.text for e in d.primary.evidence)
 
 
-def test_a_routable_bootstrap_address_in_a_multi_host_job_keeps_unknown_first(tmp_path: Path) -> None:
+def test_a_routable_bootstrap_address_in_a_multi_host_job_is_only_a_weak_guess(tmp_path: Path) -> None:
     text = """
 ctr-a:41:41 [0] NCCL INFO Bootstrap : Using eth0:10.17.0.3<0>
 ctr-a:41:90 [0] NCCL INFO comm 0x7a1 rank 0 nranks 16 cudaDev 0 busId 18000 - Init START
 ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
 """
     d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:2] == ["unknown", "network/interface-selection"]
+    assert class_ids(d)[0] == "network/interface-selection"
+    assert d.primary.confidence <= 0.45
 
 
 def test_a_docker_bridge_address_on_a_single_host_is_no_interface_clue(tmp_path: Path) -> None:
@@ -97,7 +99,6 @@ ctr-a:41:41 [0] NCCL INFO Bootstrap : Using eth0:172.17.0.3<0>
 ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 0[18000] -> 1[19000] via P2P/IPC
 """
     d = diagnose_text(tmp_path, text)
-    assert d.primary.class_id == "unknown"
     assert "network/interface-selection" not in class_ids(d)[:2]
 
 
@@ -245,8 +246,11 @@ ctr-a:41:41 [0] NCCL INFO Bootstrap : Using eth0:172.17.96.14<0>
 ctr-a:41:90 [0] NCCL INFO comm 0x7a1 rank 0 nranks 16 cudaDev 0 busId 18000 - Init START
 ctr-a:41:90 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
 """
-    d = diagnose_text(tmp_path, text)
-    assert class_ids(d)[:2] == ["unknown", "network/interface-selection"]
+    pod = diagnose_text(tmp_path, text, name="pod.log")
+    bridge = diagnose_text(tmp_path, text.replace("172.17.96.14", "172.17.0.3"), name="bridge.log")
+    assert pod.primary.class_id == bridge.primary.class_id == "network/interface-selection"
+    # Only the docker bridge address is a finding; the pod network address leaves a plain guess.
+    assert pod.primary.confidence < bridge.primary.confidence
 
 
 def test_one_process_stuck_in_nvls_setup_leads_even_when_others_completed_init(tmp_path: Path) -> None:

@@ -150,10 +150,11 @@ def test_healthy_nccl_init_lines_are_not_evidence(tmp_path: Path) -> None:
         "gpu-1:811:811 [0] NCCL INFO comm 0x55d0 rank 0 nranks 16 cudaDev 0 busId 18000 - Init COMPLETE\n"
     )
     diagnosis = _diagnose(tmp_path, ("gpu-1.log", log))
-    # Setup lines and nothing after them: unknown leads; what follows are suggestions of what to check
-    # for a hang after init (matcher.analysis.setup_hang), never evidence that outranks it.
-    assert diagnosis.primary.class_id == "unknown"
-    assert all(c.confidence < min(0.3, diagnosis.primary.confidence) for c in diagnosis.diagnoses[1:])
+    # Setup lines and nothing after them: only suggestions of what to check for a hang after init
+    # (matcher.analysis.setup_hang): low-confidence guesses, no culprit, `unknown` listed among them.
+    assert all(c.confidence <= 0.45 for c in diagnosis.diagnoses)
+    assert "unknown" in [c.class_id for c in diagnosis.diagnoses]
+    assert diagnosis.culprit is None
 
 
 def test_a_root_line_outranks_what_the_survivors_say_about_their_peer(tmp_path: Path) -> None:

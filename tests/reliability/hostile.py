@@ -11,7 +11,6 @@ import pickle
 import struct
 import tarfile
 import zipfile
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +59,8 @@ def _hostile_host() -> bytes:
 def _mrkdwn_injection() -> bytes:
     return (
         f"{OOM} <!channel> <!here> <!everyone> <@U0BOSS> <#C0SECRET> <https://evil.example|click me> "
-        "```end of block``` *bold* \x1b[31mred\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07 \u202egnp.exe \x9b2J\n"
+        "```end of block``` *bold* \x1b[31mred\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07 "
+        "\u202egnp.exe \x9b2J\n"
     ).encode()
 
 
@@ -114,7 +114,7 @@ def _zip_duplicate_entries() -> bytes:
         archive.writestr(member, (OOM + "\n").encode() * ((16 << 20) // len(OOM)))
     raw = buffer.getvalue()
     end = raw.rindex(b"PK\x05\x06")
-    (count, size, offset) = struct.unpack("<HII", raw[end + 10 : end + 20])
+    (_count, size, offset) = struct.unpack("<HII", raw[end + 10 : end + 20])
     directory = raw[offset : offset + size]
     copies = 2000
     duplicated = directory * copies
@@ -181,7 +181,7 @@ def _shared_entries(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _malicious_pickle() -> bytes:
-    """A pickle that would run a command if unpickled: never run, refused."""
+    """A pickle that would run a command if unpickled: never run (read as text, nothing in it)."""
     return b"cos\nsystem\n(S'touch /tmp/ncclbot-pwned'\ntR."
 
 
@@ -190,7 +190,7 @@ INPUTS: tuple[Hostile, ...] = (
     Hostile("password-in-a-peer-url", "rank0.log", _peer_password, "network/ib-rdma"),
     Hostile("hostile-culprit-host", "rank3.log", _hostile_host, "cuda/oom"),
     Hostile("mrkdwn-and-terminal-injection", "rank3.log", _mrkdwn_injection, "cuda/oom"),
-    Hostile("20-digit-timeout", "rank0.log", _timeout(20), None or "unknown"),
+    Hostile("20-digit-timeout", "rank0.log", _timeout(20), "unknown"),
     Hostile("400-digit-timeout", "rank0.log", _timeout(400), "unknown"),
     Hostile("nul-padded-log", "rank3.log", _nul_padded, "cuda/oom"),
     Hostile("tar-cut-mid-member", "bundle.tar.gz", _cut_tar, "cuda/oom"),
@@ -198,10 +198,10 @@ INPUTS: tuple[Hostile, ...] = (
     Hostile("zip-duplicate-entries", "bundle.zip", _zip_duplicate_entries, None),
     Hostile("tar-of-100001-members", "many.tar.gz", _many_members, None),
     Hostile("64-kb-lines", "rank3.log", _long_lines, "cuda/oom"),
-    Hostile("fr-self-reference", "nccl_trace_rank_0", _fr(_self_reference), None),
-    Hostile("fr-billion-laughs", "nccl_trace_rank_1", _fr(_billion_laughs), None),
+    Hostile("fr-self-reference", "nccl_trace_rank_0", _fr(_self_reference), "unknown"),
+    Hostile("fr-billion-laughs", "nccl_trace_rank_1", _fr(_billion_laughs), "unknown"),
     Hostile("fr-shared-entries-gz", "nccl_trace_rank_2.gz", _fr(_shared_entries, compress=True), None),
-    Hostile("malicious-pickle", "nccl_trace_rank_5", _malicious_pickle, None),
+    Hostile("malicious-pickle", "nccl_trace_rank_5", _malicious_pickle, "unknown"),
 )
 
 

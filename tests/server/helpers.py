@@ -43,11 +43,14 @@ def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 def start_server(env: Mapping[str, str] | None = None, args: tuple[str, ...] = ()) -> RunningServer:
     handle, name = tempfile.mkstemp(prefix="ncclbot-serve-", suffix=".log")
     log_path = Path(name)
+    environment = clean_environment(env)
+    # The server opens its store at start: never the developer's own default SQLite file.
+    environment.setdefault("NCCLBOT_DATABASE_URL", f"sqlite:///{log_path.with_suffix('.sqlite3')}")
     with os.fdopen(handle, "wb") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", "0", *args],
             cwd=ROOT,
-            env=clean_environment(env),
+            env=environment,
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
@@ -83,3 +86,5 @@ def running_server(
     finally:
         stop_server(server.process)
         server.log_path.unlink(missing_ok=True)
+        for leftover in server.log_path.parent.glob(server.log_path.stem + ".sqlite3*"):
+            leftover.unlink()

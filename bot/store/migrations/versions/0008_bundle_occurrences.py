@@ -3,7 +3,7 @@ another job keeps its own files, so a thread re-run reads one job's logs), and a
 be kept as references (`external`: read where they lie, never copied, counted or deleted).
 
 Revision ID: 0008
-Revises: 0005
+Revises: 0007
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0005"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
