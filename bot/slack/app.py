@@ -72,7 +72,7 @@ def build_deps(settings: Settings, store: object, outlet: Outlet | None = None) 
     )
 
 
-def build_app(deps: SlackDeps) -> App:
+def build_app(deps: SlackDeps, *, listener_executor: Any = None) -> App:
     secret = deps.settings.slack_signing_secret
     app = App(
         name="ncclbot",
@@ -82,7 +82,8 @@ def build_app(deps: SlackDeps) -> App:
         token_verification_enabled=False,
         # Listeners run after the ack, in these threads: the copied context keeps the request id, so the
         # work they queue is logged under the id of the Slack request that asked for it.
-        listener_executor=ContextThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
+        listener_executor=listener_executor
+        or ContextThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
     )
     app.middleware(refuse_replays(deps.store, deps.client))
     app.middleware(drop_repeated_events(deps.store, deps.client, queued=events.brings_logs))

@@ -85,10 +85,13 @@ class SharedFile:
 
     @classmethod
     def from_payload(cls, item: dict[str, Any]) -> SharedFile:
+        """From an event's or shortcut's file object; a size it does not state as a number is 0 (the
+        size that counts is what files.info says and what the download brings)."""
+        size = item.get("size")
         return cls(
             id=str(item.get("id", "")),
             name=str(item.get("name") or item.get("title") or "log"),
-            size=int(item.get("size") or 0),
+            size=size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0,
         )
 
 

@@ -83,7 +83,7 @@ def unavailable(body: dict[str, Any], client: WebClient) -> BoltResponse:
     if body.get("command"):
         return BoltResponse(status=200, body={"response_type": "ephemeral", "text": UNAVAILABLE})
     if body.get("type") in ("block_actions", "message_action", "shortcut"):
-        channel, user = (body.get("channel") or {}).get("id"), actor_of(body)
+        channel, user = channel_of(body), actor_of(body)
         if channel and user:
             try:
                 client.chat_postEphemeral(channel=channel, user=user, text=UNAVAILABLE)
@@ -124,8 +124,21 @@ def actor_of(body: dict[str, Any]) -> str | None:
     """The Slack user behind a command, action, shortcut or view submission."""
     user = body.get("user")
     if isinstance(user, dict):
-        return user.get("id")
-    return body.get("user_id") or (user if isinstance(user, str) else None)
+        user = user.get("id")
+    found = body.get("user_id") or user
+    return str(found) if found else None
+
+
+def channel_of(body: dict[str, Any]) -> str | None:
+    """The channel a command, action, shortcut or event came from, whatever shape the payload has."""
+    channel = body.get("channel")
+    if isinstance(channel, dict):
+        channel = channel.get("id")
+    container = body.get("container")
+    if not channel and isinstance(container, dict):
+        channel = container.get("channel_id")
+    channel = channel or body.get("channel_id")
+    return str(channel) if channel else None
 
 
 def action_value(body: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +198,7 @@ def admin_only(
         record(store, user, action, body, "refused: not an admin")
         if body.get("command"):  # a slash command's refusal is its (ephemeral) response
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": REFUSAL})
-        channel = (body.get("channel") or {}).get("id")
+        channel = channel_of(body)
         if channel and user:
             try:
                 client.chat_postEphemeral(channel=channel, user=user, text=REFUSAL)
@@ -205,7 +218,7 @@ def record(store: Any, user: str | None, action: str, body: dict[str, Any], outc
             incident_id=incident if isinstance(incident, int) else None,
             detail={
                 "outcome": outcome[:500],
-                "channel": (body.get("channel") or {}).get("id") or body.get("channel_id"),
+                "channel": channel_of(body),
             },
         )
     except Exception:  # the audit must not block the action it describes

@@ -14,14 +14,14 @@ from bot.render import slack_incident, slack_views
 from bot.render.slack_text import prose
 from bot.services.incidents import ActionError
 from bot.slack.deps import SlackDeps
-from bot.slack.middleware import action_value, actor_of, admin_only, audited
+from bot.slack.middleware import action_value, actor_of, admin_only, audited, channel_of
 from matcher.taxonomy import CLASSES
 
 
 def _where(body: dict[str, Any]) -> tuple[str, str | None]:
-    container = body.get("container") or {}
-    channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id"))
-    return channel, container.get("message_ts")
+    container = body.get("container")
+    ts = container.get("message_ts") if isinstance(container, dict) else None
+    return str(channel_of(body)), (str(ts) if ts else None)
 
 
 def _incident(body: dict[str, Any]) -> int:

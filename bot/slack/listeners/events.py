@@ -87,8 +87,8 @@ def take_message(deps: SlackDeps, event: dict[str, Any]) -> None:
     """Answer one committed event: a placeholder and a queued diagnosis, or a hint. Safe to run again
     for the same message (a retry, the other event type): every post and the queued task are keyed by
     the message."""
-    if event.get("bot_id"):
-        return
+    if event.get("bot_id") or not event.get("channel") or not event.get("ts"):
+        return  # the bot's own, or nothing to answer in
     mentioned = event.get("type") == "app_mention"
     channel, ts = str(event.get("channel")), str(event.get("ts"))
     thread_ts = event.get("thread_ts")

@@ -10,7 +10,7 @@ from bot.services.outlet import MessageRef
 from bot.slack.deps import SlackDeps
 from bot.slack.files import SharedFile
 from bot.slack.listeners.events import pasted_log
-from bot.slack.middleware import audited
+from bot.slack.middleware import actor_of, audited, channel_of
 
 CALLBACK_ID = "diagnose_message"
 
@@ -28,7 +28,7 @@ def register(app: App, deps: SlackDeps) -> None:
     @audited(deps.store, "shortcut diagnose")
     def diagnose_message(ack: Ack, body: dict[str, Any], respond: Respond) -> str:
         message = body.get("message") or {}
-        channel = str((body.get("channel") or {}).get("id"))
+        channel = str(channel_of(body))
         files = files_of(message)
         pasted = None if files else pasted_log(str(message.get("text") or ""))
         if not files and pasted is None:
@@ -39,7 +39,7 @@ def register(app: App, deps: SlackDeps) -> None:
             return "nothing to read"
         ts = str(message.get("ts"))
         thread_ts = message.get("thread_ts")
-        user = (body.get("user") or {}).get("id")
+        user = actor_of(body)
         key = f"shortcut:{channel}:{ts}:{body.get('trigger_id')}"
         incident = (
             deps.store.incident_for_message(channel, str(thread_ts))
