@@ -11,11 +11,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from tests.fakes.slack_api import FakeSlack, eventually
+from tests.fakes.slack_api import FakeSlack, blocks_text, eventually
 from tests.scenario_tests import slack_requests as send
-from tests.scenario_tests.flows import incident_messages
 from tests.scenario_tests.logs import next_culprit, oom_log, padded
 
 T = TypeVar("T")
@@ -114,9 +113,16 @@ def slash_commands(
 class UploadFigures:
     acks: list[float]  # seconds to the HTTP acknowledgement of each mention
     placeholders: list[str]  # the first text each asker saw in its thread
-    answered_s: float  # from the first mention until every incident message was there
+    answered_s: float  # from the first mention until every asker had the answer
     peak_rss: int  # the server's highest RSS while they ran
     channels: list[str]
+
+
+def answered(slack: FakeSlack, channel: str, asked: dict[str, Any]) -> bool:
+    """The asker's placeholder has become the answer (a result line, or a one-line problem)."""
+    replies = slack.thread(channel, asked["ts"])
+    shown = blocks_text(replies[0].get("blocks") or []) if replies else ""
+    return bool(shown) and not shown.startswith(":hourglass")
 
 
 def uploads_at_once(
@@ -136,9 +142,9 @@ def uploads_at_once(
     with PeakSampler(pid) as sampler:
         started = time.monotonic()
         replies = concurrently(calls, count)
-        for channel in channels:
-            eventually(lambda c=channel: incident_messages(slack, c), timeout=timeout, interval=0.05)
-        answered = time.monotonic() - started
+        for channel, asked, _shared in sent:
+            eventually(lambda c=channel, a=asked: answered(slack, c, a), timeout=timeout, interval=0.05)
+        took = time.monotonic() - started
     first_texts = []
     for channel, asked, _shared in sent:
         posts = [
@@ -150,7 +156,7 @@ def uploads_at_once(
     return UploadFigures(
         acks=[r.seconds for r in replies if r.status == 200],
         placeholders=first_texts,
-        answered_s=answered,
+        answered_s=took,
         peak_rss=sampler.peak,
         channels=channels,
     )
