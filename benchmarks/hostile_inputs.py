@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import os
 import pickle
+import shutil
+import struct
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,7 +82,72 @@ def _nul_padded(path: Path) -> None:
     path.write_bytes(b"[rank0]: torch.OutOfMemoryError: CUDA out of memory.\n" + b"\x00" * 4096)
 
 
+def _tar_cut_inside_member(path: Path) -> None:
+    """An 8 MB rank log in a tar, the tar cut 60% of the way into it (a partial upload)."""
+    data = b"".join(b"step %07d loss 2.%04d\n" % (i, i % 9973) for i in range(400_000))
+    data += b"[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo("attempt_0/3/stderr.log")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    path.write_bytes(buffer.getvalue()[: 512 + len(data) * 6 // 10])
+
+
+def _zip_duplicate_entries(path: Path) -> None:
+    """One member of 63 MiB (under the old 64 MiB ratio floor) listed 1,000 times in the central directory."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("rank0.log", b"\n" * (63 * 1024**2))
+    blob = buffer.getvalue()
+    end = blob.rindex(b"PK\x05\x06")
+    size, offset = struct.unpack("<II", blob[end + 12 : end + 20])
+    entry = blob[offset : offset + size]
+    copies = [entry] * 1000  # the same name and local header, a thousand times
+    directory = b"".join(copies)
+    tail = blob[end : end + 8] + struct.pack("<HHII", 1000, 1000, len(directory), offset) + blob[end + 20 :]
+    path.write_bytes(blob[:offset] + directory + tail)
+
+
+def _tar_many_members(path: Path, compress: bool) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for index in range(100_001):
+            data = b"step %d\n" % index
+            info = tarfile.TarInfo(f"r/{index}.log")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    path.write_bytes(gzip.compress(buffer.getvalue(), 1) if compress else buffer.getvalue())
+
+
+def _hostile_regex_lines_zip(path: Path) -> None:
+    """20 members of 64 KB lines built from the keywords of patterns that used to backtrack on them."""
+    fillers = [
+        b"exitcode" + b"\t" * 65_000,
+        b"pytorch version" + b"\t" * 65_000,
+        b"considered dead" + b"0" * 65_000,
+    ]
+    fillers += [b"    if dist.ge" * 4600, b"oom-kill:a " * 5900, b"ibv_open_devicea" * 4000]
+    body = b"".join(line[:65_536] + b"\n" for line in fillers * 20)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for index in range(20):
+            noise = os.urandom(24_000).hex().encode()  # incompressible: keeps the zip under 250:1
+            archive.writestr(f"rank{index}.log", body + noise + b"\n")
+
+
+def _folder_many_files(path: Path) -> None:
+    path.mkdir()
+    for index in range(100_001):
+        (path / f"rank{index}.log").write_bytes(b"step 1\n")
+
+
 INPUTS: dict[str, tuple[str, Callable[[Path], None]]] = {
+    "tar-cut-inside-member": ("bundle.tar", _tar_cut_inside_member),
+    "zip-duplicate-entries": ("bundle.zip", _zip_duplicate_entries),
+    "tar-100k-members": ("bundle.tar", lambda path: _tar_many_members(path, compress=False)),
+    "tgz-100k-members": ("bundle.tar.gz", lambda path: _tar_many_members(path, compress=True)),
+    "folder-100k-files": ("logs", _folder_many_files),
+    "zip-regex-64kb-lines": ("hostile.zip", _hostile_regex_lines_zip),
     "fr-self-reference": ("nccl_trace_rank_0", _self_reference),
     "fr-billion-laughs": ("nccl_trace_rank_1", _billion_laughs),
     "fr-shared-entries-gz": ("nccl_trace_rank_2.gz", _shared_entries_pickle),
@@ -90,24 +160,26 @@ def _run(code_root: Path, target: Path, limit_s: float) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(code_root), "NCCLBOT_CACHE_DIR": "off"}
     command = [sys.executable, "-m", "bot", "diagnose", "--no-store", str(target)]
     started = time.perf_counter()
-    child = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=code_root
-    )
-    status: int | None = None
-    rss_kb = 0
-    while status is None:
-        pid, raw_status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            status, rss_kb = os.waitstatus_to_exitcode(raw_status), usage.ru_maxrss
-            break
-        if time.perf_counter() - started > limit_s:
-            child.kill()
-            _, raw_status, usage = os.wait4(child.pid, 0)
-            status, rss_kb = None, usage.ru_maxrss
-            break
-        time.sleep(0.02)
-    stderr = child.stderr.read().decode(errors="replace").strip() if child.stderr else ""
-    child.returncode = 0  # reaped by wait4 above
+    # stderr goes to a file: a child writing more than a pipe holds (a thousand warnings) would block
+    # while this loop only polls for its exit.
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors, cwd=code_root)
+        status: int | None = None
+        rss_kb = 0
+        while status is None:
+            pid, raw_status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                status, rss_kb = os.waitstatus_to_exitcode(raw_status), usage.ru_maxrss
+                break
+            if time.perf_counter() - started > limit_s:
+                child.kill()
+                _, raw_status, usage = os.wait4(child.pid, 0)
+                status, rss_kb = None, usage.ru_maxrss
+                break
+            time.sleep(0.02)
+        child.returncode = 0  # reaped by wait4 above
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace").strip()
     return {
         "seconds": time.perf_counter() - started,
         "rss_mb": rss_kb / 1024,
@@ -138,13 +210,16 @@ def main() -> None:
             target = Path(tmp) / INPUTS[name][0]
             subprocess.run([sys.executable, __file__, "--make", name, str(target)], check=True)
             figures = _run(args.code_root, target, args.limit_s)
+            size = (
+                sum(f.stat().st_size for f in target.rglob("*")) if target.is_dir() else target.stat().st_size
+            )
             print(
-                f"{name:<22} {target.stat().st_size:>9,} B  {figures['seconds']:7.2f} s "
+                f"{name:<22} {size:>9,} B  {figures['seconds']:7.2f} s "
                 f"({figures['seconds'] / baseline['seconds']:5.1f}x)  {figures['rss_mb']:7.0f} MB "
                 f"({figures['rss_mb'] / baseline['rss_mb']:5.1f}x)  exit {figures['exit']}  "
                 f"{figures['message']}"
             )
-            target.unlink()
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
 
 
 if __name__ == "__main__":

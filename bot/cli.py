@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "bot.commands.residue",
     "bot.commands.probe",
     "bot.commands.serve",
+    "bot.commands.cluster",
     "bot.commands.config",
     "bot.commands.feedback",
 )

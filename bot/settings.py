@@ -35,6 +35,7 @@ from pydantic_settings import (
 
 CONFIG_FILE_ENV = "NCCLBOT_CONFIG"
 GIB = 1024**3
+MIB = 1024**2
 
 
 def _env(field: str, *extra: str) -> Any:
@@ -162,6 +163,12 @@ class Settings(BaseSettings):
         validation_alias=_env("default_channel"),
         description="Slack channel id for webhook posts that name no channel",
     )
+    outlet_file: Path | None = Field(
+        None,
+        validation_alias=_env("outlet_file"),
+        description="without `SLACK_BOT_TOKEN`: append messages as JSON lines to this file (no lookup by"
+        " key: a crash between posting and recording may repeat one message); unset: kept in memory",
+    )
     admin_users: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         validation_alias=_env("admin_users"),
@@ -272,11 +279,82 @@ class Settings(BaseSettings):
         description="k8s launcher: image with torch and ncclbot that the probe Job runs",
     )
 
-    # Webhook
+    # Webhook (bot.webhook)
     webhook_secret: SecretStr | None = Field(
         None,
         validation_alias=_env("webhook_secret"),
         description="shared secret of the HMAC-SHA256 signature on `POST /webhooks/job-failed`",
+    )
+    webhook_bearer_token: SecretStr | None = Field(
+        None,
+        validation_alias=_env("webhook_bearer_token"),
+        description="bearer token accepted on the webhook from senders that cannot sign (Alertmanager)",
+    )
+    webhook_max_bytes: int = Field(
+        64 * MIB,
+        gt=0,
+        validation_alias=_env("webhook_max_bytes"),
+        description="largest webhook request body (inline logs), in bytes: over it 413 before the body is"
+        " read; also the server's request body cap",
+    )
+    webhook_log_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        validation_alias=_env("webhook_log_roots"),
+        description="folders that webhook `log_paths` may point into (comma-separated); others are not read",
+    )
+    webhook_workers: int = Field(
+        2, ge=1, le=32, validation_alias=_env("webhook_workers"), description="webhook queue worker threads"
+    )
+    webhook_lease_s: int = Field(
+        60,
+        ge=2,
+        le=3600,
+        validation_alias=_env("webhook_lease_s"),
+        description="seconds a webhook worker holds an event between renewals; after a crash another"
+        " replica or the next start takes it over within this time",
+    )
+
+    # Job sources and cluster actions (bot.jobs)
+    job_sources: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=lambda: {"*": "slurm"},
+        validation_alias=_env("job_sources"),
+        description="job source per cluster, `CLUSTER=KIND,...` (`slurm`, `directory`, `kubernetes`;"
+        " `*`: any other cluster)",
+    )
+    cluster_actions: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        validation_alias=_env("cluster_actions"),
+        description="drain/resume/requeue per cluster, `CLUSTER=KIND,...` (`slurm`, `kubernetes`, `none`);"
+        " unset: the cluster's job source kind",
+    )
+    job_log_template: str | None = Field(
+        None,
+        validation_alias=_env("job_log_template"),
+        description="the `directory` job source's folder per job, e.g. `/logs/{cluster}/{job_id}/`",
+    )
+    cluster_actions_dry_run: bool = Field(
+        False,
+        validation_alias=_env("cluster_actions_dry_run"),
+        description="cluster actions only say what they would run",
+    )
+    slurm_bin_dir: Path | None = Field(
+        None,
+        validation_alias=_env("slurm_bin_dir"),
+        description="folder of scontrol / sacct when they are not on PATH",
+    )
+    kubernetes_kubeconfig: Path | None = Field(
+        None,
+        validation_alias=_env("kubernetes_kubeconfig"),
+        description="kubeconfig of the kubernetes job source and actions (unset: in-cluster credentials,"
+        " else ~/.kube/config)",
+    )
+    kubernetes_context: str | None = Field(
+        None, validation_alias=_env("kubernetes_context"), description="kubeconfig context (unset: current)"
+    )
+    kubernetes_namespace: str = Field(
+        "default",
+        validation_alias=_env("kubernetes_namespace"),
+        description="namespace of jobs named without one (`NAME` rather than `NAMESPACE/NAME`)",
     )
 
     # Weekly digest. Channels: a comma list of ids in the environment (`C0123,C0456`), or JSON / TOML
@@ -346,6 +424,43 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("webhook_log_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("job_sources", "cluster_actions", mode="before")
+    @classmethod
+    def _cluster_map(cls, value: Any) -> Any:
+        """`a=slurm,b=kubernetes` in the environment; a TOML table in the file."""
+        if not isinstance(value, str):
+            return value
+        mapping: dict[str, str] = {}
+        for item in value.split(","):
+            if not item.strip():
+                continue
+            cluster, sep, kind = item.partition("=")
+            if not sep or not cluster.strip() or not kind.strip():
+                raise ValueError(f"expected CLUSTER=KIND pairs separated by commas, got {item.strip()!r}")
+            mapping[cluster.strip()] = kind.strip()
+        return mapping
+
+    @field_validator("job_sources")
+    @classmethod
+    def _known_sources(cls, value: dict[str, str]) -> dict[str, str]:
+        from bot.jobs.sources import SOURCES  # the registry is the list of kinds
+
+        return _known_kinds(value, set(SOURCES))
+
+    @field_validator("cluster_actions")
+    @classmethod
+    def _known_actions(cls, value: dict[str, str]) -> dict[str, str]:
+        from bot.jobs.actions import ACTIONS, NO_ACTIONS
+
+        return _known_kinds(value, {*ACTIONS, NO_ACTIONS})
 
     @field_validator("digest_channels", mode="before")
     @classmethod
@@ -467,7 +582,13 @@ ENVIRONMENT_ONLY: tuple[EnvironmentOnly, ...] = (
     EnvironmentOnly(
         "NCCLBOT_CACHE_DIR",
         "user cache dir",
-        "where the validated signature catalog is cached (`off`: no cache)",
+        "where the validated signature catalog and its compiled Hyperscan databases are cached "
+        "(`off`: no cache)",
+    ),
+    EnvironmentOnly(
+        "NCCLBOT_WORKERS",
+        "cores available, at most 8",
+        "worker processes that scan plain files and spans of large ones (`1`: all in one process)",
     ),
     EnvironmentOnly("NCCLBOT_DEBUG", "unset", "`1` prints tracebacks of internal errors"),
     EnvironmentOnly(
@@ -604,6 +725,13 @@ def consistency_problems(settings: Settings, *, for_server: bool = True) -> list
     if app is not None and not app.get_secret_value().startswith("xapp-"):
         problems.append("SLACK_APP_TOKEN: not an app-level token (they start with xapp-)")
     return problems
+
+
+def _known_kinds(mapping: dict[str, str], known: set[str]) -> dict[str, str]:
+    for cluster, kind in mapping.items():
+        if kind not in known:
+            raise ValueError(f"{cluster}={kind}: unknown kind; known: {', '.join(sorted(known))}")
+    return mapping
 
 
 def load_settings(*, for_server: bool = True, **overrides: Any) -> Settings:

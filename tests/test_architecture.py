@@ -50,7 +50,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 # Libraries that exactly one package may import.
-OWNED_BY: dict[str, str] = {"slack_bolt": "bot.slack", "slack_sdk": "bot.slack", "apscheduler": "bot.digest"}
+OWNED_BY: dict[str, str] = {
+    "slack_bolt": "bot.slack",
+    "slack_sdk": "bot.slack",
+    "apscheduler": "bot.digest",
+    "kubernetes": "bot.jobs.k8s",  # the official client: only the kubernetes job source and actions
+}
 
 
 def module_name(path: Path) -> str:

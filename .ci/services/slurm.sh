@@ -85,8 +85,37 @@ CONF
         : >"$dir/etc/cgroup.conf"
     fi
 
+    # EpilogSlurmctld: a dispatcher that runs each executable hook in epilog.d and never fails a job.
+    # Tests install their hook there (the webhook test: deploy/slurm/ncclbot-epilog.py) and remove it.
+    mkdir -p "$dir/epilog.d"
+    cat >"$dir/epilog-slurmctld.sh" <<EPILOG
+#!/bin/sh
+for hook in $dir/epilog.d/*; do
+    [ -x "\$hook" ] && timeout 20 "\$hook" </dev/null >>$dir/log/epilog.log 2>&1
+done
+exit 0
+EPILOG
+    chmod 755 "$dir/epilog-slurmctld.sh"
+    local added_epilog=""
+    if ! grep -q '^EpilogSlurmctld=' "$conf"; then
+        echo "EpilogSlurmctld=$dir/epilog-slurmctld.sh" >>"$conf"
+        added_epilog=1
+    fi
+
     local ctld_pid=""
     if [ -f "$dir/slurmctld.launch.pid" ]; then ctld_pid="$(cat "$dir/slurmctld.launch.pid")"; fi
+    if [ -n "$added_epilog" ] && [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2>/dev/null; then
+        # A cluster this script started before it configured the epilog: 22.05's `scontrol
+        # reconfigure` does not load a new EpilogSlurmctld, so restart slurmctld (jobs are kept).
+        echo "slurm.sh: restarting slurmctld to load EpilogSlurmctld"
+        kill "$ctld_pid"
+        local waited=0
+        while kill -0 "$ctld_pid" 2>/dev/null; do
+            waited=$((waited + 1))
+            if [ "$waited" -ge 300 ]; then echo "slurm.sh: slurmctld did not stop" >&2; return 1; fi
+            sleep 0.1
+        done
+    fi
     if [ -z "$ctld_pid" ] || ! kill -0 "$ctld_pid" 2>/dev/null; then
         # The daemons (and the epilogs they run) inherit the working directory: keep it in the scratch dir.
         pushd "$dir" >/dev/null
@@ -117,6 +146,7 @@ CONF
     done
     export NCCLBOT_TEST_SLURM=1
     export NCCLBOT_TEST_SLURM_NODE=localhost
+    export NCCLBOT_TEST_SLURM_EPILOG_DIR="$dir/epilog.d"
     echo "slurm.sh: single-node Slurm up (SLURM_CONF=$conf)"
 }
 

@@ -34,6 +34,7 @@ ACTION_ENGINEER = "incident.engineer"
 ACTION_ONCALL = "incident.oncall"
 ACTION_PROBE = "incident.probe"
 ACTION_DRAIN = "incident.drain"
+ACTION_REQUEUE = "incident.requeue"
 ACTION_RESOLVE = "incident.resolve"
 ACTION_SNOOZE = "incident.snooze"
 ACTION_WRONG = "incident.wrong"
@@ -42,6 +43,7 @@ INCIDENT_ACTIONS = (
     ACTION_ONCALL,
     ACTION_PROBE,
     ACTION_DRAIN,
+    ACTION_REQUEUE,
     ACTION_RESOLVE,
     ACTION_SNOOZE,
     ACTION_WRONG,

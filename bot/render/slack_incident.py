@@ -174,6 +174,9 @@ def incident_buttons(view: IncidentView) -> Block:
         node = {**ref, "node": host}
         buttons.append(kit.button(f"Run probe on {host}", kit.ACTION_PROBE, node))
         buttons.append(kit.button(f"Drain {host}", kit.ACTION_DRAIN, node, style="danger"))
+        if view.job:  # a scheduler job (webhook, /nccl diagnose <job-id>): run it again without the node
+            requeue = {**node, "job": view.job}
+            buttons.append(kit.button(f"Requeue without {host}", kit.ACTION_REQUEUE, requeue))
     if view.status != "resolved":
         buttons.append(kit.button("Resolved", kit.ACTION_RESOLVE, ref, style="primary"))
         buttons.append(kit.button("Snooze 24 h", kit.ACTION_SNOOZE, ref))

@@ -9,6 +9,7 @@ from types import FrameType
 
 from bot.server.app import create_app, load_plugins
 from bot.server.context import ServerContext
+from bot.services.file_outlet import FileOutlet
 from bot.services.outlet import InMemoryOutlet, Outlet
 from bot.settings import Settings
 
@@ -26,6 +27,9 @@ def build_outlet(settings: Settings) -> Outlet:
         from bot.slack.outlet import SlackOutlet  # only imported when Slack is configured
 
         return SlackOutlet.from_settings(settings)
+    if settings.outlet_file is not None:
+        log.warning("SLACK_BOT_TOKEN is not set: messages go to %s", settings.outlet_file)
+        return FileOutlet(settings.outlet_file)
     log.warning("SLACK_BOT_TOKEN is not set: messages are not posted anywhere")
     return InMemoryOutlet()
 
@@ -46,8 +50,10 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         host=host or settings.host,
         port=port if port is not None else settings.port,
         threads=REQUEST_THREADS,
-        # The largest body any route accepts (the webhook's inline logs); routes check their own caps.
-        max_request_body_size=settings.max_upload_bytes,
+        # The largest body any route accepts: the webhook's inline logs (Slack's requests are small and
+        # its files are downloaded, not posted). Waitress refuses a larger Content-Length with 413
+        # before reading the body; it buffers smaller bodies before the app sees them.
+        max_request_body_size=settings.webhook_max_bytes,
         ident="ncclbot",
     )
     done = threading.Event()

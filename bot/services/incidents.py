@@ -124,6 +124,21 @@ class IncidentActions:
             self.outlet.post(where.channel, Message(text=line), thread=where)
         return result
 
+    def requeue(self, incident_id: int | None, job_id: str, node: str, who: str) -> ActionResult:
+        """Requeue the incident's job away from `node` through the cluster actions of bot.jobs."""
+        if self.cluster is None:
+            return ActionResult(
+                ok=False, message="Requeue is not configured on this bot (no cluster actions)."
+            )
+        cluster = self._detail(incident_id).summary.cluster if incident_id is not None else None
+        result = self.cluster.requeue(job_id, exclude=[node], cluster=cluster, actor=who)
+        where = self.message_of(incident_id) if incident_id is not None else None
+        if where is not None:
+            verb = f"requeued without {inline_code(node, 120)}" if result.ok else "could not be requeued"
+            line = f"Job {inline_code(job_id, 120)} {verb}: {prose(result.message, 1000)}"
+            self.outlet.post(where.channel, Message(text=line), thread=where)
+        return result
+
     def _detail(self, incident_id: int | None) -> Any:
         if incident_id is None:
             raise ActionError("this message has no stored incident")

@@ -220,3 +220,15 @@ class PostedRef:
     channel: str
     ts: str
     thread_ts: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One row of the audit log: who did what, when, to which incident, with what outcome."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    incident_id: int | None
+    detail: dict[str, Any]

@@ -34,6 +34,7 @@ from bot.store.models import (
     ProcessedEvent,
 )
 from bot.store.records import (
+    AuditEntry,
     Bundle,
     FeedbackRecord,
     IncidentDetail,
@@ -501,6 +502,21 @@ class Store:
             )
             row = session.get_one(PostedMessage, key)
             return PostedRef(channel=row.channel, ts=row.ts, thread_ts=row.thread_ts)
+
+    def audit_entries(
+        self, *, incident_id: int | None = None, action: str | None = None, limit: int = 200
+    ) -> list[AuditEntry]:
+        """The newest audit entries first, optionally of one incident or one action."""
+        query = select(AuditLog).order_by(AuditLog.id.desc()).limit(limit)
+        if incident_id is not None:
+            query = query.where(AuditLog.incident_id == incident_id)
+        if action is not None:
+            query = query.where(AuditLog.action == action)
+        with self._read() as session:
+            return [
+                AuditEntry(row.id, row.at, row.actor, row.action, row.incident_id, dict(row.detail))
+                for row in session.scalars(query)
+            ]
 
     # -- reading ---------------------------------------------------------------------------------------
 

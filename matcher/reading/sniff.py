@@ -86,6 +86,8 @@ _LABEL_THEN_TAG = re.compile(rb"(?m)^ {0,8}(\d{1,6}): \[(?:rank(\d{1,6})|[A-Za-z
 def slurm_labels_are_ranks(head: bytes) -> bool:
     """False when the head shows srun launching a per-node launcher (torchrun): its task ids then
     number nodes, not ranks. True otherwise (srun starting one task per rank, or no labels at all)."""
+    if b": [" not in head:  # no label followed by a tag anywhere: skip the line-by-line search
+        return True
     for count, match in enumerate(_LABEL_THEN_TAG.finditer(head)):
         if match.group(2) is None or match.group(2) != match.group(1):
             return False

@@ -107,6 +107,26 @@ class CountingReader(_Reader):
         super().close()
 
 
+class RatioGuard:
+    """Bytes that came out of one archive (all its members together, sniffed heads included) against
+    the archive's size on disk: declared member sizes are the archive's word, and a zip whose central
+    directory lists the same data many times, or many small members, must add up."""
+
+    def __init__(self, name: str, compressed_size: int, max_ratio: int) -> None:
+        self.name = name
+        self.limit = max(RATIO_FLOOR_BYTES, max_ratio * max(compressed_size, 1)) if max_ratio > 0 else 0
+        self.max_ratio = max_ratio
+        self.produced = 0
+
+    def add(self, size: int) -> None:
+        self.produced += size
+        if self.limit and self.produced > self.limit:
+            raise InputError(
+                f"{self.name}: expands more than {self.max_ratio}:1 when decompressed "
+                "(decompression bomb?); refusing it"
+            )
+
+
 class GuardedReader(_Reader):
     """The stream a consumer reads: budgeted, ratio-checked, exceptions mapped to `InputError`."""
 
@@ -118,6 +138,7 @@ class GuardedReader(_Reader):
         compressed_size: Callable[[], int] | None = None,
         max_ratio: int = 0,
         closers: tuple[BinaryIO, ...] = (),
+        archive: RatioGuard | None = None,
     ) -> None:
         self.inner = inner
         self.name = name
@@ -125,6 +146,7 @@ class GuardedReader(_Reader):
         self.compressed_size = compressed_size
         self.max_ratio = max_ratio
         self.closers = closers
+        self.archive = archive
         self.produced = 0
         self.ended = False
 
@@ -165,6 +187,8 @@ class GuardedReader(_Reader):
         self.produced += size
         if self.budget is not None:
             self.budget.charge(size)
+        if self.archive is not None:
+            self.archive.add(size)
         self._check_ratio()
 
     def _check_ratio(self) -> None:
@@ -181,6 +205,35 @@ class GuardedReader(_Reader):
             # Closing a broken decoder must not mask the real outcome.
             with contextlib.suppress(Exception):
                 stream.close()
+        super().close()
+
+
+class TarMemberReader(_Reader):
+    """`size` bytes of a tar stream from `offset` (a member's data, read in order), ending cleanly, with
+    a warning, where the archive is cut short."""
+
+    def __init__(self, stream: IO[bytes] | None, offset: int, size: int, name: str) -> None:
+        if stream is None:
+            raise ValueError("tar archive has no stream")
+        self.stream = stream
+        self.offset = offset
+        self.size = size
+        self.name = name
+        self.position = 0
+
+    def _read(self, size: int) -> bytes:
+        want = min(size, self.size - self.position)
+        if want <= 0:
+            return b""
+        self.stream.seek(self.offset + self.position)  # a no-op while reading in order
+        data = self.stream.read(want)
+        self.position += len(data)
+        if len(data) < want:
+            log.warning("%s: archive member ends early; reading what is there", self.name)
+            self.position = self.size
+        return data
+
+    def close(self) -> None:  # the archive owns the stream
         super().close()
 
 

@@ -26,7 +26,31 @@ class _End:
 
 
 def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
-    """Yield what `items` yields, computed up to `depth` items ahead in a helper thread."""
+    """Yield what `items` yields, computed up to `depth` items ahead in a helper thread. The first two
+    items are read here: a source of one block (most files of a bundle) never starts a thread."""
+    handed_over = False  # once the helper thread runs, it closes `items`
+    try:
+        first: list[T] = []
+        for item in items:
+            first.append(item)
+            if len(first) == 2:
+                break
+        yield from first
+        if len(first) == 2:
+            handed_over = True
+            yield from _ahead(items, depth)
+    finally:
+        if not handed_over:
+            _close(items)
+
+
+def _close(items: Iterator[T]) -> None:
+    close = getattr(items, "close", None)
+    if close is not None:
+        close()
+
+
+def _ahead(items: Iterator[T], depth: int) -> Iterator[T]:
     waiting: queue.Queue[T | _End] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
@@ -48,9 +72,7 @@ def prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
         except BaseException as error:  # handed to the consumer, who re-raises it
             put(_End(error))
         finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()  # a generator's own cleanup (closing its stream) runs in the thread that ran it
+            _close(items)  # a generator's own cleanup (closing its stream) runs in the thread that ran it
 
     worker = threading.Thread(target=produce, name="ncclbot-read-ahead", daemon=True)
     worker.start()

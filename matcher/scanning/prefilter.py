@@ -8,15 +8,26 @@ pure-Python fallback finds candidate lines with `bytes.find` per keyword and re-
 each such line. Measured on a 20 MB NCCL_DEBUG=INFO log with the full catalog (~370 keywords): Hyperscan
 ~1.3 GB/s; `bytes.find` per keyword ~7 MB/s (one C-speed pass per keyword); one `re` (or `regex`)
 alternation of all keywords ~1 MB/s. The fallback is fine for pasted excerpts and slow on huge logs.
+
+`lines(block)` answers at keyword level (every signature whose keyword a line holds). The scanner asks
+`candidates(block)`, which with Hyperscan is stricter for root and cascade signatures: their own regexes,
+compiled for Hyperscan as supersets (`matcher.scanning.pattern_prefilter`), must be able to match the
+line, so the healthy setup lines that merely hold a keyword never reach Python. Context signatures stay
+at keyword level (their floods are handled by `matcher.scanning.flood`); with `sample_context`, only
+each context keyword's first occurrence in the block counts, and one Hyperscan pass answers both.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
+import re
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from matcher.scanning import pattern_prefilter
 from matcher.scanning.catalog import Catalog
 
 hyperscan: Any
@@ -38,6 +49,8 @@ class Candidate:
 class _Backend(Protocol):
     def lines(self, data: bytes) -> list[Candidate]: ...
 
+    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Keyword:
@@ -58,6 +71,7 @@ def _keywords(catalog: Catalog) -> list[_Keyword]:
     return [_Keyword(text, caseless, tuple(sigs)) for (text, caseless), sigs in owners.items()]
 
 
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
 _SCRATCH = threading.local()
 
 
@@ -81,38 +95,190 @@ def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
 
 
 class _HyperscanBackend:
-    def __init__(self, keywords: list[_Keyword]) -> None:
+    def __init__(self, catalog: Catalog, keywords: list[_Keyword]) -> None:
+        self._catalog = catalog
         self._keywords = keywords
-        self._database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._database.compile(
-            expressions=[k.text for k in keywords],
-            ids=list(range(len(keywords))),
-            elements=len(keywords),
-            flags=[hyperscan.HS_FLAG_CASELESS if k.caseless else 0 for k in keywords],
-            literal=True,
-        )
+
+    @functools.cached_property
+    def _database(self) -> Any:
+        """Every keyword (wrap re-joining, non-ASCII lines): built on first use, many runs never need it."""
+        return _literal_database(self._keywords, role="keywords")
 
     def lines(self, data: bytes) -> list[Candidate]:
-        hits: list[tuple[int, int]] = []
+        hits: list[tuple[int, tuple[int, ...]]] = []
 
         def on_match(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.append((end, keyword))
+            hits.append((end, self._keywords[keyword].signatures))
 
         self._database.scan(data, match_event_handler=on_match, scratch=scratch_for(self._database))
-        candidates: list[Candidate] = []
-        line_start = line_end = -1
-        found: set[int] = set()
-        # Hyperscan reports matches in order of end offset, so hits of one line are consecutive.
-        for end, keyword in hits:
-            if end > line_end:
-                if found:
-                    candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
-                    found = set()
-                line_start, line_end = _line_bounds(data, end - 1, end)
-            found.update(self._keywords[keyword].signatures)
-        if found:
-            candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
-        return candidates
+        return _group(data, hits)
+
+    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]:
+        screen = self._screen
+        hits: list[tuple[int, tuple[int, ...]]] = []
+
+        def on_screen(expression: int, start: int, end: int, flags: int, context: Any) -> None:
+            hits.append((end, screen.screen_owners[expression]))
+
+        def on_context(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
+            hits.append((end, screen.context_owners[keyword]))
+
+        if screen.screen is not None:
+            screen.screen.scan(data, match_event_handler=on_screen, scratch=scratch_for(screen.screen))
+        if not sample_context and screen.context_full is not None:
+            screen.context_full.scan(
+                data, match_event_handler=on_context, scratch=scratch_for(screen.context_full)
+            )
+        if not data.isascii():
+            hits.extend(self._keyword_hits_off_ascii(data))
+        hits.sort(key=_first)
+        return _group(data, hits)
+
+    def _keyword_hits_off_ascii(self, data: bytes) -> list[tuple[int, tuple[int, ...]]]:
+        """Keyword hits of the regex-screened signatures on lines holding non-ASCII bytes, where the
+        Hyperscan form of a pattern is no superset of the `regex` one (Unicode classes, case folding)."""
+        screened = self._screen.screened_owners
+        spans: list[tuple[int, int]] = []
+        position = 0
+        while (found := _NON_ASCII.search(data, position)) is not None:
+            spans.append(_line_bounds(data, found.start(), found.end()))
+            position = spans[-1][1] + 1
+        hits: list[tuple[int, tuple[int, ...]]] = []
+        starts = [start for start, _ in spans]
+
+        def on_match(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
+            owners = screened[keyword]
+            if owners:
+                at = bisect.bisect_right(starts, end - 1) - 1
+                if at >= 0 and end <= spans[at][1]:
+                    hits.append((end, owners))
+
+        self._database.scan(data, match_event_handler=on_match, scratch=scratch_for(self._database))
+        return hits
+
+    @functools.cached_property
+    def _screen(self) -> _Screen:
+        return _Screen(self._catalog, self._keywords)
+
+
+class _Screen:
+    """The scanner's databases. `screen` holds root and cascade signatures as regexes where Hyperscan can
+    run them (`matcher.scanning.pattern_prefilter`), else their keywords, and the first occurrence of each
+    context keyword in a block: what a scan needs once a flood of setup lines keeps saying what is already
+    known, in one pass. `context_full` reports every occurrence of the context keywords, for the lines
+    before that (where its hits join the first occurrences `screen` also reports)."""
+
+    def __init__(self, catalog: Catalog, keywords: list[_Keyword]) -> None:
+        signatures = self._signatures = catalog.signatures
+        converted: dict[int, bytes] = {}
+        for index, signature in enumerate(signatures):
+            if signature.role != "context" and not signature.after:
+                pattern = pattern_prefilter.hyperscan_pattern(signature.pattern_source)
+                if pattern is not None:
+                    converted[index] = pattern
+        context = [
+            _Keyword(k.text, k.caseless, tuple(s for s in k.signatures if signatures[s].role == "context"))
+            for k in keywords
+        ]
+        context = [k for k in context if k.signatures]
+        self.context_owners = [k.signatures for k in context]
+        first_context = [
+            (
+                re.escape(k.text),
+                hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if k.caseless else 0),
+            )
+            for k in context
+        ]
+        screened = set(converted)
+        expressions, owners = self._expressions(converted, keywords, screened, first_context)
+        database, rejected = pattern_prefilter.compiled(tuple(expressions)) if expressions else (None, ())
+        if rejected:  # patterns Hyperscan could not take: their signatures keep their keywords
+            screened -= {owners[i][0] for i in rejected if i < len(converted)}
+            expressions, owners = self._expressions(converted, keywords, screened, first_context)
+            database, rejected = pattern_prefilter.compiled(tuple(expressions))
+            if any(i >= len(converted) for i in rejected):
+                raise RuntimeError("a signature keyword does not compile in Hyperscan")
+        self.screen = database  # None: nothing to look for
+        self.screen_owners = owners
+        self.context_full = _literal_database(context, "context") if context else None
+        self.screened_owners = [tuple(s for s in k.signatures if s in screened) for k in keywords]
+
+    def _expressions(
+        self,
+        converted: dict[int, bytes],
+        keywords: list[_Keyword],
+        screened: set[int],
+        first_context: list[tuple[bytes, int]],
+    ) -> tuple[list[tuple[bytes, int]], list[tuple[int, ...]]]:
+        """The screening database's expressions (regexes first, a rejected one never compiled again) and
+        the signatures each one stands for."""
+        expressions: list[tuple[bytes, int]] = []
+        owners: list[tuple[int, ...]] = []
+        for index, pattern in converted.items():
+            if index in screened:
+                caseless = hyperscan.HS_FLAG_CASELESS if self._signatures[index].caseless else 0
+                expressions.append((pattern, hyperscan.HS_FLAG_PREFILTER | caseless))
+                owners.append((index,))
+        self._add_keywords(keywords, screened, expressions, owners)
+        expressions += first_context
+        owners += self.context_owners
+        return expressions, owners
+
+    def _add_keywords(
+        self,
+        keywords: list[_Keyword],
+        screened: set[int],
+        expressions: list[tuple[bytes, int]],
+        owners: list[tuple[int, ...]],
+    ) -> None:
+        """The keywords of root and cascade signatures whose regex is not screened by Hyperscan."""
+        signatures = self._signatures
+        for keyword in keywords:
+            unscreened = tuple(
+                s for s in keyword.signatures if signatures[s].role != "context" and s not in screened
+            )
+            if unscreened:
+                flags = hyperscan.HS_FLAG_CASELESS if keyword.caseless else 0
+                expressions.append((re.escape(keyword.text), flags))
+                owners.append(unscreened)
+
+
+def _literal_database(keywords: list[_Keyword], role: str, first_only: bool = False) -> Any:
+    """The keywords as one database (escaped into patterns, so that it is cached like the others)."""
+    first = hyperscan.HS_FLAG_SINGLEMATCH if first_only else 0
+    expressions = tuple(
+        (re.escape(k.text), (hyperscan.HS_FLAG_CASELESS if k.caseless else 0) | first) for k in keywords
+    )
+    database, rejected = pattern_prefilter.compiled(expressions, role)
+    if rejected:  # cannot happen for escaped literals
+        raise RuntimeError("a signature keyword does not compile in Hyperscan")
+    return database
+
+
+def _first(hit: tuple[int, tuple[int, ...]]) -> int:
+    return hit[0]
+
+
+def _group(data: bytes, hits: list[tuple[int, tuple[int, ...]]]) -> list[Candidate]:
+    """Hits (end offset, signatures) in order of end offset -> one candidate per line holding any."""
+    candidates: list[Candidate] = []
+    line_start = line_end = -1
+    found: set[int] = set()
+    for end, signatures in hits:
+        if end > line_end:
+            # A regex hit may end on the newline it matched (`\s`): it belongs to the line before.
+            at = end - 2 if end >= 2 and data[end - 1] == 10 else end - 1
+            if at <= line_end:
+                found.update(signatures)
+                continue
+            if found:
+                candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
+                found = set()
+            line_start, line_end = _line_bounds(data, at, at + 1)
+        found.update(signatures)
+    if found:
+        candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
+    return candidates
 
 
 class _FindBackend:
@@ -143,9 +309,13 @@ class _FindBackend:
             candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
         return candidates
 
+    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]:
+        return self.lines(data)
+
 
 class Prefilter:
-    """Compiled keyword set of a catalog; `lines(block)` lists candidate lines in block order."""
+    """Compiled keyword set of a catalog; `lines(block)` lists the lines holding a keyword in block order,
+    `candidates(block)` the scanner's candidate lines (see `_Screen`)."""
 
     def __init__(self, catalog: Catalog, *, use_hyperscan: bool | None = None) -> None:
         keywords = _keywords(catalog)
@@ -153,7 +323,33 @@ class Prefilter:
         if want_hyperscan and hyperscan is None:
             raise RuntimeError("hyperscan is not installed")
         self.backend = "hyperscan" if want_hyperscan else "find"
-        self._backend: _Backend = _HyperscanBackend(keywords) if want_hyperscan else _FindBackend(keywords)
+        self._backend: _Backend = (
+            _HyperscanBackend(catalog, keywords) if want_hyperscan else _FindBackend(keywords)
+        )
 
     def lines(self, data: bytes) -> list[Candidate]:
+        """Every line holding a keyword, with every signature whose keyword it holds."""
         return self._backend.lines(data)
+
+    def candidates(self, data: bytes, *, sample_context: bool = False) -> list[Candidate]:
+        """The lines worth a regex run: keyword lines, where (with Hyperscan) a root or cascade signature
+        also needs its regex to be able to match the line. With `sample_context`, context keywords count
+        only at their first occurrence in `data`."""
+        return self._backend.candidates(data, sample_context)
+
+
+# Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process
+# that loads catalogs repeatedly does not keep them all.
+_PREFILTER_CACHE = 4
+_prefilters: list[tuple[Catalog, Prefilter]] = []
+
+
+def prefilter_for(catalog: Catalog) -> Prefilter:
+    """The compiled prefilter of a catalog object, built once while it stays among the recent ones."""
+    for known, prefilter in _prefilters:
+        if known is catalog:
+            return prefilter
+    prefilter = Prefilter(catalog)
+    _prefilters.append((catalog, prefilter))
+    del _prefilters[:-_PREFILTER_CACHE]
+    return prefilter

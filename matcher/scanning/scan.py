@@ -1,332 +1,178 @@
-"""Scanner: blocks -> candidate lines (multi-literal prefilter) -> signature regexes -> observations.
+"""Scanner: text sources -> observations, per-source summaries and stats.
 
 Interface: `scan(sources, catalog, limits, progress=None) -> ScanResult`.
 
-Per block of whole lines the prefilter names the few candidate lines and, per line, the signatures whose
-keywords it holds; only those lines are numbered (a running newline count), split into attributed
-fragments once (`prefixes.parse_segments`), and only those signatures' regexes run, each with a timeout so
-no line can hang the scan. A pattern is tried on each fragment's peeled text, then its raw form, then the
-whole physical line (progress-bar noise the reader sets aside can carry a clue). `after = N` signatures
-see the next N lines (carried over a block boundary); small pasted sources also get a second chance for
-keywords split by a hard wrap (`matcher.scanning.rejoin`). Memory stays bounded: a block at a time, and a
-cap on observations per signature, source and writer (a 400 MB log repeating one line yields a handful of
-observations, not millions). Flight Recorder sources are skipped: the pipeline reads them."""
+Each source is scanned by `matcher.scanning.source_scan`, in input order, as the reader yields it
+(archive members and stdin stream once). A plain file larger than FIRST_SPAN_BYTES is cut at line
+boundaries into spans (`read.plan_spans`): the first span hands what it learned (full writers, sleeping
+context signatures) to the others. Once the plain bytes seen reach PARALLEL_MIN_BYTES, plain files and
+spans go to worker processes (`matcher.scanning.pool`) while this process scans the rest; there the
+later spans do not wait for the first: they are scanned on a guess at once and again from the first
+span's seed only where the guess proves wrong (`source_scan.settles`). Pieces are merged per source in
+file order, and the per-writer caps are applied again over the merged observations. The spans, the seeds
+and so the result are the same whether one worker or eight run them. Flight Recorder sources are
+skipped: the pipeline reads them.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from multiprocessing.pool import AsyncResult
+from typing import BinaryIO
 
-from matcher.model import FieldValue, Line, Observation, ScanResult, SourceSummary, Stats
-from matcher.reading import prefixes, read
-from matcher.reading.read import ReadLimits, Source
-from matcher.scanning import rejoin
-from matcher.scanning.catalog import Catalog, Signature, convert_fields
-from matcher.scanning.prefetch import prefetched
-from matcher.scanning.prefilter import Prefilter
+from matcher.model import Observation, ScanResult, SourceSummary, Stats
+from matcher.reading import read
+from matcher.reading.read import ReadLimits, Source, Span
+from matcher.scanning.catalog import Catalog
+from matcher.scanning.pool import Workers, process_context, worker_count
+from matcher.scanning.prefilter import Prefilter, prefilter_for
+from matcher.scanning.regex_budget import RegexBudget
+from matcher.scanning.source_scan import (
+    CONTEXT_LINES_PER_HEAD,
+    MAX_PER_SOURCE,
+    MAX_PER_WRITER,
+    Piece,
+    Seed,
+    content_digest,
+    match_lines,
+    scan_piece,
+    settles,
+)
 
-# Seconds one regex may spend on one line; a pathological line then simply does not match.
-REGEX_TIMEOUT_S = 0.05
-# Observations kept per (signature, source, writer) and per (signature, source): enough for every rank of
-# a large job to report its timeout and its NCCL init lines, few enough that a repeated line cannot grow
-# memory with log size. A writer is what tells processes apart on a line: rank, host, pid, and the rank
-# the line itself names (NCCL init lines of an interleaved file carry no rank prefix).
-MAX_PER_WRITER = 8
-MAX_PER_SOURCE = 16384
-MAX_MATCHES_PER_LINE = 32
-# NCCL_DEBUG=INFO floods a log with setup lines (channels, connections: thousands per process). Per
-# context signature and writer only MAX_PER_WRITER observations are kept, so once the same line head
-# (the first three tokens: NCCL's `host:pid:tid [dev] NCCL`) has offered a context signature this many
-# candidate lines in one source, the rest are skipped before the costly prefix parse. Root and cascade
-# signatures are never skipped, and heads that differ per line (timestamps) never reach the limit.
-CONTEXT_LINES_PER_HEAD = 256
-# Bytes at each end of a source that its content digest covers (see SourceSummary.content_digest).
-DIGEST_EDGE_BYTES = 64 * 1024
+# Re-exported: the caps belong to the scanner's contract (the analysis reads MAX_PER_WRITER).
+__all__ = [
+    "CONTEXT_LINES_PER_HEAD",
+    "MAX_PER_SOURCE",
+    "MAX_PER_WRITER",
+    "match_lines",
+    "prefilter_for",
+    "scan",
+]
 
-# Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process
-# that loads catalogs repeatedly does not keep them all.
-_PREFILTER_CACHE = 4
-_prefilters: list[tuple[Catalog, Prefilter]] = []
-
-
-def prefilter_for(catalog: Catalog) -> Prefilter:
-    """The compiled prefilter of a catalog object, built once while it stays among the recent ones."""
-    for known, prefilter in _prefilters:
-        if known is catalog:
-            return prefilter
-    prefilter = Prefilter(catalog)
-    _prefilters.append((catalog, prefilter))
-    del _prefilters[:-_PREFILTER_CACHE]
-    return prefilter
+# A plain file above this size is cut into spans: the first of about this size (where a job's set-up
+# lines are), the others of SPAN_BYTES (small enough to balance two to eight workers).
+FIRST_SPAN_BYTES = 16 * 1024**2
+SPAN_BYTES = 32 * 1024**2
+# Worker processes start only once this many plain bytes were seen: below it they cost more than they save.
+PARALLEL_MIN_BYTES = 48 * 1024**2
 
 
-@dataclass(slots=True)
-class TimeoutBudget:
-    """Regex timeouts allowed per signature in one source. A line that makes a pattern time out costs
-    REGEX_TIMEOUT_S; a hostile log repeating such a line could still add up to hours, so a signature
-    that keeps timing out is given up for the rest of the source."""
-
-    limit: int = 20
-    spent: Counter[str] = field(default_factory=Counter)
-
-    def allows(self, signature: Signature) -> bool:
-        return self.spent[signature.id] < self.limit
-
-
-def match_all(signature: Signature, text: str, budget: TimeoutBudget) -> list[dict[str, FieldValue]]:
-    """Fields of every distinct match in text (a pasted line may join several messages); empty when
-    nothing matches or the regex runs out of time."""
-    found: list[dict[str, FieldValue]] = []
-    if not budget.allows(signature):
-        return found
-    try:
-        for match in signature.pattern.finditer(text, timeout=REGEX_TIMEOUT_S):
-            fields = convert_fields(match.groupdict())
-            if fields not in found:
-                found.append(fields)
-            if len(found) >= MAX_MATCHES_PER_LINE:
-                break
-    except TimeoutError:
-        budget.spent[signature.id] += 1
-    return found
-
-
-@dataclass(slots=True)
-class _Record:
-    """One candidate physical line: its attributed fragments (usually one) and its whole decoded text."""
-
-    segments: tuple[Line, ...]
-    whole: str
-
-    @classmethod
-    def parse(cls, raw: bytes, source: Source, lineno: int) -> _Record:
-        segments = prefixes.parse_segments(raw, source, lineno)
-        return cls(segments, raw.decode("utf-8", errors="replace").rstrip("\r"))
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A multi-line record (`after = N`) whose continuation lines lie in the next block."""
-
-    signature: Signature
-    record: _Record
-    lines: list[str]
-    missing: int
-
-
-@dataclass(slots=True)
-class _SourceScan:
-    """Running state of one source while its blocks go by."""
+@dataclass
+class _Slot:
+    """One text source's pieces, in file order, as they are scanned here or come back from workers."""
 
     source: Source
-    catalog: Catalog
-    observations: list[Observation]
-    kept: Counter[tuple[object, ...]] = field(default_factory=Counter)
-    kept_total: Counter[str] = field(default_factory=Counter)
-    lines: int = 0
-    size: int = 0
-    first_time: float | None = None
-    last_time: float | None = None
-    ranks: set[int] = field(default_factory=set)
-    pending: list[_Pending] = field(default_factory=list)
-    last: read.Block | None = None
-    budget: TimeoutBudget = field(default_factory=TimeoutBudget)
-    offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
-    head: bytes | None = None
+    pieces: list[Piece | AsyncResult[Piece]] = field(default_factory=list)
+    # A split file scanned by workers: its later spans, scanned on a guess while the first one runs.
+    guesses: list[tuple[Span, AsyncResult[Piece]]] = field(default_factory=list)
 
-    def block(self, block: read.Block, prefilter: Prefilter) -> None:
-        data = block.data
-        if self.head is None:
-            self.head = bytes(data[:DIGEST_EDGE_BYTES])
-        self.size += len(data)
-        self._finish_pending(data, block.first_lineno)
-        # Newlines are counted only up to each candidate line, continuing from the previous one.
-        counted_to, lineno = 0, block.first_lineno
-        known: dict[int, set[int]] = {}
-        for candidate in prefilter.lines(data):
-            lineno += data.count(b"\n", counted_to, candidate.start)
-            counted_to = candidate.start
-            known[lineno - block.first_lineno] = set(candidate.signatures)
-            active = self._worth_parsing(data, candidate.start, candidate.signatures)
-            if not active:
-                continue
-            record = _Record.parse(data[candidate.start : candidate.end], self.source, lineno)
-            for segment in record.segments:
-                self._note_line(segment)
-            for index in active:
-                signature = self.catalog.signatures[index]
-                if not signature.after:
-                    self._try(signature, record, [])
-                    continue
-                following = _following_lines(data, candidate.end, signature.after)
-                texts = [self._text_of(raw, lineno + 1 + i) for i, raw in enumerate(following)]
-                if len(following) < signature.after:  # the record may go on in the next block
-                    self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
-                else:
-                    self._try(signature, record, texts)
-        # Lines of this block are known for free once the next block says where it starts; only the
-        # last block of a source is counted (see `close`).
-        if self.last is not None:
-            self.lines += block.first_lineno - self.last.first_lineno
-        self.last = block
-        if self.size <= rejoin.MAX_SOURCE_BYTES:
-            self._rejoin(block, prefilter, known)
+    def results(self, rescan: Callable[[Span, Seed], AsyncResult[Piece]]) -> list[Piece]:
+        got = [p.get() if isinstance(p, AsyncResult) else p for p in self.pieces]
+        if not self.guesses:
+            return got
+        seed = got[0].seed
+        assert seed is not None
+        checked: list[Piece | AsyncResult[Piece]] = []
+        for span, pending in self.guesses:
+            guess = pending.get()
+            checked.append(guess if settles(seed, guess) else rescan(span, seed))
+        return got + [p.get() if isinstance(p, AsyncResult) else p for p in checked]
 
-    def _worth_parsing(self, data: bytes, start: int, signatures: Iterable[int]) -> list[int]:
-        """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD)."""
-        signatures = list(signatures)
-        if all(self.catalog.signatures[index].role != "context" for index in signatures):
-            return signatures  # root and cascade lines are always parsed: no head to find
-        # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
-        # of one process, while heads that start with a clock (syslog, glog) change every second.
-        end = start
-        for _ in range(3):
-            end = data.find(b" ", end + 1, start + 160)
-            if end < 0:
-                break
-        head = data[start:end] if end > start else b""
-        active = []
-        for index in signatures:
-            if head and self.catalog.signatures[index].role == "context":
-                key = (index, head)
-                self.offered[key] += 1
-                if self.offered[key] > CONTEXT_LINES_PER_HEAD:
-                    continue
-            active.append(index)
-        return active
 
-    def _rejoin(self, block: read.Block, prefilter: Prefilter, known: dict[int, set[int]]) -> None:
-        """Pasted excerpts: keywords that a hard wrap split across two lines (matcher.scanning.rejoin)."""
-        lines = block.data.split(b"\n")
-        for junction in rejoin.junctions(lines, prefilter, known):
-            glued = lines[junction.index] + junction.separator + lines[junction.index + 1]
-            record = _Record.parse(glued, self.source, block.first_lineno + junction.index)
-            for index in junction.signatures:
-                self._try(self.catalog.signatures[index], record, [])
+class _Scanner:
+    def __init__(
+        self,
+        catalog: Catalog,
+        limits: ReadLimits,
+        progress: Callable[[int], None] | None,
+        budget: RegexBudget | None,
+    ) -> None:
+        self.catalog = catalog
+        self.limits = limits
+        self.prefilter: Prefilter = prefilter_for(catalog)
+        self.workers_wanted = worker_count()
+        if budget is not None and not budget.shared:
+            self.workers_wanted = 1  # a budget in this process's memory only: workers could not share it
+        self.context = budget.context if budget is not None and budget.context else process_context()
+        ids = (s.id for s in catalog)
+        self.budget = budget or RegexBudget(ids, context=self.context if self.workers_wanted > 1 else None)
+        self.workers: Workers | None = None
+        self.plain_bytes = 0
+        self.done = 0
+        self.lock = threading.Lock()
+        self.on_progress = progress
 
-    def close(self) -> SourceSummary:
-        digest = hashlib.blake2b(str(self.size).encode(), digest_size=16)
-        digest.update(self.head or b"")
-        if self.last is not None:
-            data = self.last.data
-            digest.update(data[-DIGEST_EDGE_BYTES:])
-            self.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-            self.last = None
-        for pending in self.pending:
-            self._try(pending.signature, pending.record, pending.lines)
-        self.pending = []
-        return SourceSummary(
-            name=self.source.name,
-            rank=self.source.rank,
-            host=self.source.host,
-            lines=self.lines,
-            bytes=self.size,
-            first_time=self.first_time,
-            last_time=self.last_time,
-            ranks_seen=tuple(sorted(self.ranks)),
-            content_digest=digest.hexdigest(),
-        )
-
-    def _finish_pending(self, data: bytes, first_lineno: int) -> None:
-        still: list[_Pending] = []
-        for pending in self.pending:
-            following = _following_lines(data, -1, pending.missing)
-            pending.lines.extend(self._text_of(raw, first_lineno + i) for i, raw in enumerate(following))
-            pending.missing -= len(following)
-            if pending.missing > 0 and following:
-                still.append(pending)
-            else:
-                self._try(pending.signature, pending.record, pending.lines)
-        self.pending = still
-
-    def _text_of(self, raw: bytes, lineno: int) -> str:
-        return prefixes.parse_line(raw, self.source, lineno).text
-
-    def _note_line(self, line: Line) -> None:
-        if line.time is not None:
-            if self.first_time is None or line.time < self.first_time:
-                self.first_time = line.time
-            if self.last_time is None or line.time > self.last_time:
-                self.last_time = line.time
-        if line.rank is not None:
-            self.ranks.add(line.rank)
-
-    def _try(self, signature: Signature, record: _Record, continuation: list[str]) -> None:
-        for line, fields in _matches(signature, record, continuation, self.budget):
-            self._keep(signature, line, fields)
-
-    def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
-        writer = (signature.id, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
-        if self.kept[writer] >= MAX_PER_WRITER or self.kept_total[signature.id] >= MAX_PER_SOURCE:
+    def progress(self, size: int) -> None:
+        if self.on_progress is None:
             return
-        self.kept[writer] += 1
-        self.kept_total[signature.id] += 1
-        self.observations.append(
-            Observation(
-                signature=signature.id,
-                classes=signature.classes,
-                role=signature.role,
-                line=line,
-                fields=fields,
-                weight=signature.weight,
-                symptom=signature.symptom,
-            )
+        with self.lock:  # pieces come back on the pool's result thread
+            self.done += size
+            done = self.done
+        self.on_progress(done)
+
+    def slot(self, source: Source) -> _Slot:
+        slot = _Slot(source)
+        spans = read.plan_spans(source, self.limits, FIRST_SPAN_BYTES, SPAN_BYTES) if source.path else []
+        if source.path is not None:
+            self.plain_bytes += source.size or 0
+        if self.workers is None and self.workers_wanted > 1 and self.plain_bytes >= PARALLEL_MIN_BYTES:
+            self.workers = Workers(self.workers_wanted, self.catalog, self.limits, self.budget, self.context)
+        if self.workers is not None and source.path is not None:
+            self._submit(slot, spans)
+        elif len(spans) > 1:
+            first = self._here(source, spans[0], None, give_seed=True)
+            slot.pieces = [first, *(self._here(source, span, first.seed, False) for span in spans[1:])]
+        else:
+            slot.pieces = [self._here(source, None, None, False)]
+        # The slot waits for the merge: it keeps the source's name and hints, not its opener (a closure
+        # over the reader's streams; a tar of 100k members would keep them all alive).
+        slot.source = replace(source, opener=_spent)
+        return slot
+
+    def _here(self, source: Source, span: Span | None, seed: Seed | None, give_seed: bool) -> Piece:
+        return scan_piece(
+            source,
+            self.catalog,
+            self.prefilter,
+            self.limits,
+            self.budget,
+            span=span,
+            seed=seed,
+            give_seed=give_seed,
+            read_ahead=self.workers is None,  # with workers running, every core is taken
+            progress=self.progress,
         )
 
+    def _submit(self, slot: _Slot, spans: list[Span]) -> None:
+        """Plain files to the workers. The later spans of a split file do not wait for the first one:
+        they are scanned on a guess at once (`source_scan.settles`), and again from the first span's seed
+        only where the guess turns out wrong, so the result is the same as waiting."""
+        workers = self.workers
+        assert workers is not None
+        source, done = slot.source, self._piece_done
+        if len(spans) <= 1:
+            slot.pieces = [workers.submit(source, None, done=done)]
+            return
+        slot.pieces = [workers.submit(source, spans[0], give_seed=True, done=done)]
+        slot.guesses = [(span, workers.submit(source, span, guess=True, done=done)) for span in spans[1:]]
 
-def _matches(
-    signature: Signature, record: _Record, continuation: list[str], budget: TimeoutBudget
-) -> list[tuple[Line, dict[str, FieldValue]]]:
-    """Where the signature matches a candidate line: each fragment's peeled text, else its unpeeled form
-    (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
-    still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
+    def rescan(self, source: Source) -> Callable[[Span, Seed], AsyncResult[Piece]]:
+        def again(span: Span, seed: Seed) -> AsyncResult[Piece]:
+            assert self.workers is not None  # guesses are only made by workers
+            return self.workers.submit(source, span, seed)
 
-    def attempt(text: str) -> list[dict[str, FieldValue]]:
-        return match_all(signature, "\n".join([text, *continuation]) if continuation else text, budget)
+        return again
 
-    found: list[tuple[Line, dict[str, FieldValue]]] = []
-    wanted = len(signature.pattern.groupindex)
-    for segment in record.segments:
-        matches = attempt(segment.text)
-        if segment.raw and segment.raw != segment.text and (not matches or len(matches[0]) < wanted):
-            # Patterns may also read the prefix (a host, a pid): the raw line fills what the text lacks.
-            extra = attempt(segment.raw)
-            if extra and matches:
-                matches[0] = {**extra[0], **matches[0]}
-            elif extra:
-                matches = extra
-        found.extend((segment, fields) for fields in matches)
-    if found or any(record.whole == segment.raw for segment in record.segments):
-        return found
-    last = record.segments[-1]
-    whole = replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP])
-    return [(whole, fields) for fields in attempt(record.whole)]
+    def _piece_done(self, piece: Piece) -> None:
+        self.progress(piece.size)
 
 
-def match_lines(
-    signature: Signature, lines: list[bytes], source: Source
-) -> list[tuple[Line, dict[str, FieldValue]]]:
-    """What the scanner extracts with `signature` from a candidate line (and, for `after = N`
-    signatures, its continuation lines): the catalog example test runs every example through this."""
-    record = _Record.parse(lines[0], source, 1)
-    continuation = [prefixes.parse_line(raw, source, 2 + i).text for i, raw in enumerate(lines[1:])]
-    return _matches(signature, record, continuation, TimeoutBudget())
-
-
-def _following_lines(data: bytes, line_end: int, count: int) -> list[bytes]:
-    """Up to `count` lines after the newline at `line_end` (-1: from the start of data)."""
-    lines: list[bytes] = []
-    position = line_end + 1
-    while len(lines) < count and position < len(data):
-        end = data.find(b"\n", position)
-        if end < 0:
-            end = len(data)
-        lines.append(data[position:end])
-        position = end + 1
-    return lines
+def _spent() -> BinaryIO:
+    raise RuntimeError("a source already scanned is not read again")
 
 
 def scan(
@@ -334,35 +180,85 @@ def scan(
     catalog: Catalog,
     limits: ReadLimits | None = None,
     progress: Callable[[int], None] | None = None,
+    budget: RegexBudget | None = None,
 ) -> ScanResult:
+    """Scan `sources` (see the module note). `budget`: the diagnosis's regex time budget, when the
+    caller scans in several calls; by default each call is one diagnosis with a budget of its own."""
     started = time.monotonic()
-    limits = limits or ReadLimits()
-    prefilter = prefilter_for(catalog)
-    observations: list[Observation] = []
-    summaries: list[SourceSummary] = []
-    done = 0
-    for source in sources:
-        if source.kind != "text":
-            continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
-        first = len(observations)
-        state = _SourceScan(source, catalog, observations)
-        for block in prefetched(read.iter_blocks(source, limits)):
-            state.block(block, prefilter)
-            done += len(block.data)
-            if progress is not None:
-                progress(done)
-        summaries.append(state.close())
-        # Multi-line records and re-joined wraps finish late; keep each source's observations in file order.
-        observations[first:] = sorted(observations[first:], key=lambda o: o.line.lineno)
+    scanner = _Scanner(catalog, limits or ReadLimits(), progress, budget)
+    slots: list[_Slot] = []
+    try:
+        for source in sources:
+            if source.kind != "text":
+                continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
+            slots.append(scanner.slot(source))
+        merged = [_merge(slot.source, slot.results(scanner.rescan(slot.source))) for slot in slots]
+    except BaseException:
+        if scanner.workers is not None:
+            scanner.workers.close(abandon=True)
+        raise
+    if scanner.workers is not None:
+        scanner.workers.close()
+    observations = [o for found, _, _ in merged for o in found]
+    summaries = [summary for _, summary, _ in merged]
     ranks: set[int] = set()
     for summary in summaries:
         ranks.update(summary.ranks_seen)
         if summary.rank is not None:
             ranks.add(summary.rank)
     stats = Stats(
-        bytes=sum(s.bytes for s in summaries),
+        bytes=sum(read_bytes for _, _, read_bytes in merged),
         lines=sum(s.lines for s in summaries),
         ranks=len(ranks),
         seconds=time.monotonic() - started,
     )
     return ScanResult(observations=tuple(observations), sources=tuple(summaries), stats=stats)
+
+
+def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], SourceSummary, int]:
+    """One source's pieces -> its observations in file order (line numbers continued from piece to
+    piece, the per-writer caps applied again), its summary and the bytes read from it."""
+    observations: list[Observation] = []
+    base = 0
+    for piece in pieces:
+        if base:
+            observations += (
+                replace(o, line=replace(o.line, lineno=o.line.lineno + base)) for o in piece.observations
+            )
+        else:
+            observations += piece.observations
+        base += piece.lines
+    if len(pieces) > 1:
+        observations = _capped(observations)
+    size = sum(piece.size for piece in pieces)
+    digest = pieces[0].digest or content_digest(size, pieces[0].head, pieces[-1].tail)
+    times = [t for piece in pieces for t in (piece.first_time, piece.last_time) if t is not None]
+    summary = SourceSummary(
+        name=source.name,
+        rank=source.rank,
+        host=source.host,
+        lines=base,
+        bytes=sum(piece.read_bytes for piece in pieces),
+        first_time=min(times) if times else None,
+        last_time=max(times) if times else None,
+        ranks_seen=tuple(sorted({rank for piece in pieces for rank in piece.ranks})),
+        content_digest=digest,
+    )
+    return observations, summary, sum(piece.read_bytes for piece in pieces)
+
+
+def _capped(observations: list[Observation]) -> list[Observation]:
+    """The first MAX_PER_WRITER observations per signature and writer, MAX_PER_SOURCE per signature, in
+    file order: what one pass over the whole file keeps (see `source_scan._SourceScan._keep`)."""
+    kept: Counter[tuple[object, ...]] = Counter()
+    total: Counter[str] = Counter()
+    out: list[Observation] = []
+    for obs in observations:
+        line, fields = obs.line, obs.fields
+        writer = (obs.signature, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
+        if kept[writer] >= MAX_PER_WRITER or total[obs.signature] >= MAX_PER_SOURCE:
+            continue
+        kept[writer] += 1
+        total[obs.signature] += 1
+        out.append(obs)
+    return out

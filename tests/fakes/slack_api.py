@@ -14,8 +14,9 @@ HTTP to it. The fake
 * implements the three-step upload of `files_upload_v2` (`files.getUploadURLExternal` hands back an
   `upload_url` on this server, the upload POST, `files.completeUploadExternal`);
 * answers `usergroups.users.list`, `views.open/update/publish`, `auth.test`, a `response_url` sink;
-* answers 429 with Retry-After or 5xx on demand (`fail(method, status, times)`), or to every call for a
-  while (`outage(status)` ... `recover()`);
+* answers 429 with Retry-After or 5xx on demand (`fail(method, status, times)`), to every call for a
+  while (`outage(status)` ... `recover()`), or late (`delay_answers(method, seconds)`: the call is done,
+  the answer waits);
 * runs a Socket Mode endpoint: `apps.connections.open` (app-level token) returns a `ws://127.0.0.1` URL of
   a small WebSocket server (`websockets` library) that pushes envelopes (`socket_send`) and records the
   acknowledgements (`socket_acks`).
@@ -117,6 +118,8 @@ class FakeSlackState:
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     views: list[dict[str, Any]] = field(default_factory=list)
     outage: Failure | None = None  # every call fails like this until recover()
+    # method -> seconds to wait after doing the call and before answering (a slow or hung Slack)
+    answer_delays: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -214,6 +217,12 @@ class FakeSlack:
     def recover(self) -> None:
         with self.state.lock:
             self.state.outage = None
+
+    def delay_answers(self, method: str, seconds: float) -> None:
+        """Do calls of `method` at once but answer them `seconds` later (0: at once again): the caller
+        can die after Slack acted and before it heard so."""
+        with self.state.lock:
+            self.state.answer_delays[method] = seconds
 
     def response_url(self, name: str = "") -> str:
         """A `response_url` that lands in this fake (recorded as method "response_url")."""
@@ -498,6 +507,10 @@ def _handler_for(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
             elif path.startswith("/api/"):
                 token = headers.get("authorization", "").removeprefix("Bearer ") or params.get("token")
                 status, answer = fake.handle(method, params, token)
+                with fake.state.lock:
+                    delay = fake.state.answer_delays.get(method, 0.0)
+                if delay:
+                    time.sleep(delay)
                 self._send(status, json.dumps(answer).encode())
             else:
                 self._send(404, b"not found", "text/plain")

@@ -8,7 +8,7 @@ import pytest
 
 from matcher.pipeline import diagnose
 from matcher.reading import read
-from matcher.scanning import scan as scan_module
+from matcher.scanning import source_scan as scan_module
 from matcher.scanning.catalog import load_catalog
 from matcher.scanning.scan import CONTEXT_LINES_PER_HEAD, scan
 

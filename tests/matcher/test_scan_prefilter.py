@@ -71,7 +71,7 @@ def test_forcing_hyperscan_where_it_is_missing_is_a_clear_error(monkeypatch: pyt
 
 
 def test_default_catalog_and_its_prefilter_are_built_once_and_the_cache_stays_bounded(tmp_path) -> None:
-    from matcher.scanning import scan
+    from matcher.scanning import prefilter as scan
 
     assert load_catalog() is load_catalog()
     assert scan.prefilter_for(CATALOG) is scan.prefilter_for(CATALOG)
@@ -92,11 +92,12 @@ def test_one_prefilter_scans_from_many_threads_at_once() -> None:
 
     shared = Prefilter(CATALOG, use_hyperscan=True)
     data = _block(7) * 40  # a few MB: scans take long enough to overlap
-    expected = [(c.start, c.end, c.signatures) for c in shared.lines(data)]
 
-    def scan(_: int) -> list[tuple[int, int, tuple[int, ...]]]:
-        return [(c.start, c.end, c.signatures) for c in shared.lines(data)]
+    def scan(kind: int) -> list[tuple[int, int, tuple[int, ...]]]:
+        found = shared.lines(data) if kind == 0 else shared.candidates(data, sample_context=kind == 2)
+        return [(c.start, c.end, c.signatures) for c in found]
 
+    expected = {kind: scan(kind) for kind in (0, 1, 2)}
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(scan, range(32)))
-    assert all(result == expected for result in results)
+        results = list(pool.map(scan, [kind for _ in range(12) for kind in (0, 1, 2)]))
+    assert all(result == expected[index % 3] for index, result in enumerate(results))

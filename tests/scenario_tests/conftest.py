@@ -51,6 +51,10 @@ def server_env(slack: FakeSlack, root: Path, **extra: str) -> dict[str, str]:
         "NCCLBOT_PROBE_MAX_BYTES": "65536",
         "NCCLBOT_PROBE_TIMEOUT_S": "120",
         "NCCLBOT_SLACK_PROGRESS_INTERVAL_S": "0.5",
+        "NCCLBOT_CLUSTER_ACTIONS": "*=none",  # Drain with Slurm: tests/webhook/test_slurm_epilog.py
+        # `/nccl diagnose <job-id> <cluster>` reads job logs from a folder per job (tests/jobs for Slurm).
+        "NCCLBOT_JOB_SOURCES": "*=directory",
+        "NCCLBOT_JOB_LOG_TEMPLATE": str(root / "job-logs" / "{cluster}" / "{job_id}"),
         **extra,
     }
 

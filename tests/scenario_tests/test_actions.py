@@ -11,6 +11,7 @@ from tests.fakes.slack_api import blocks_text, eventually
 from tests.scenario_tests import slack_requests as send
 from tests.scenario_tests.conftest import ADMIN, GROUP_ADMIN, SlackApp
 from tests.scenario_tests.flows import buttons, incident_messages, new_incident
+from tests.scenario_tests.logs import next_culprit, oom_log
 
 
 def press(slack_app: SlackApp, channel: str, message: dict, action_id: str, user: str = "U1") -> send.Reply:
@@ -119,6 +120,30 @@ def test_drain_without_cluster_actions_says_it_is_not_configured(slack_app: Slac
     press(slack_app, channel, message, "incident.drain", user=ADMIN)
     [told] = eventually(lambda: ephemerals_to(slack_app, ADMIN, channel))
     assert "not configured" in told["text"]
+
+
+def job_incident(slack_app: SlackApp, job: str) -> tuple[str, dict, str]:
+    """An incident diagnosed from a job's logs (`/nccl diagnose <job-id> <cluster>`, directory source)."""
+    rank, host = next_culprit()
+    folder = slack_app.root / "job-logs" / "gpu-east" / job
+    folder.mkdir(parents=True)
+    (folder / "train.log").write_bytes(oom_log(rank))
+    channel = slack_app.channel()
+    send.command(slack_app.url, f"diagnose {job} gpu-east", channel=channel)
+    [message] = eventually(lambda: incident_messages(slack_app, channel), timeout=60)
+    return channel, message, host
+
+
+def test_an_incident_of_a_job_offers_to_requeue_it_without_the_culprit_node(slack_app: SlackApp) -> None:
+    channel, message, host = job_incident(slack_app, "880001")
+    button = buttons(message)["incident.requeue"]
+    assert button["text"]["text"] == f"Requeue without {host}"
+    assert json.loads(button["value"])["job"] == "880001"
+    press(slack_app, channel, message, "incident.requeue", user="UNOBODY")
+    eventually(lambda: audited(slack_app, "incident.requeue", ("UNOBODY", "refused: not an admin")))
+    press(slack_app, channel, message, "incident.requeue", user=ADMIN)
+    [told] = eventually(lambda: ephemerals_to(slack_app, ADMIN, channel))
+    assert "Requeue is not configured" in told["text"]
 
 
 def test_wrong_diagnosis_opens_the_form_and_the_correction_shows_in_the_message(slack_app: SlackApp) -> None:

@@ -21,10 +21,15 @@ def test_help_lists_every_subcommand(slack_app: SlackApp) -> None:
 
 def test_status_lists_open_incidents(slack_app: SlackApp) -> None:
     _channel, message, host = new_incident(slack_app)
-    reply = send.command(slack_app.url, "status", channel=slack_app.channel())
-    shown = reply.shown()
-    assert host in shown and "cuda/oom" in shown
-    assert "/p" + message["ts"].replace(".", "") in shown  # each incident links its message
+    link = "/p" + message["ts"].replace(".", "")
+
+    def status() -> str:
+        # The message is in Slack a moment before the store records it (the link): ask again until then.
+        shown = send.command(slack_app.url, "status", channel=slack_app.channel()).shown()
+        return shown if link in shown else ""
+
+    shown = eventually(status)
+    assert host in shown and "cuda/oom" in shown  # each incident links its message
 
 
 def test_history_of_a_node(slack_app: SlackApp) -> None:
@@ -97,10 +102,27 @@ def test_empty_modal_is_refused_in_the_form(slack_app: SlackApp) -> None:
     assert reply.json()["response_action"] == "errors"
 
 
-def test_job_id_without_job_sources_says_they_are_not_configured(slack_app: SlackApp) -> None:
-    reply = send.command(slack_app.url, "diagnose 771204 gpu-east", channel=slack_app.channel())
+def test_a_job_id_is_diagnosed_from_the_logs_its_job_source_finds(slack_app: SlackApp) -> None:
+    rank, host = next_culprit()
+    folder = slack_app.root / "job-logs" / "gpu-east" / "771204"
+    folder.mkdir(parents=True)
+    (folder / "train.log").write_bytes(oom_log(rank))
+    channel = slack_app.channel()
+    reply = send.command(slack_app.url, "diagnose 771204 gpu-east", channel=channel)
+    assert (reply.status, reply.shown()) == (200, "Fetching the logs of job `771204`…")
+    [message] = eventually(lambda: incident_messages(slack_app, channel), timeout=60)
+    assert "cuda/oom" in message["text"] and host in message["text"]
+    assert "*Job:* `771204` on `gpu-east`" in json.dumps(message["blocks"])
+
+
+def test_a_job_its_source_does_not_know_is_said_in_the_placeholder(slack_app: SlackApp) -> None:
+    channel = slack_app.channel()
+    reply = send.command(slack_app.url, "diagnose 771299 gpu-east", channel=channel)
     assert reply.status == 200
-    assert "not configured" in reply.shown()
+    [edited] = eventually(
+        lambda: [c for c in slack_app.slack.calls_to("chat.update") if c.params.get("channel") == channel]
+    )
+    assert "no logs for job 771299 at" in edited.params["text"]
 
 
 def test_probe_by_a_non_admin_is_refused_ephemerally(slack_app: SlackApp) -> None:

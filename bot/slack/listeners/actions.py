@@ -1,4 +1,4 @@
-"""The buttons of an incident message. Probe, Drain and Resolve are admin-only (middleware); every
+"""The buttons of an incident message. Probe, Drain, Requeue and Resolve are admin-only (middleware); every
 press is audited (decorator); the work itself is in bot.services.incidents."""
 
 from __future__ import annotations
@@ -106,6 +106,16 @@ def register(app: App, deps: SlackDeps) -> None:
         if not result.ok:
             _tell(client, body, prose(result.message, 500))
         return ("drained: " if result.ok else "not drained: ") + result.message
+
+    @on(kit.ACTION_REQUEUE, admin(kit.ACTION_REQUEUE))
+    def requeue(body: dict[str, Any], client: WebClient) -> str:
+        job = action_value(body).get("job")
+        if not isinstance(job, str) or not job:
+            raise ActionError("this incident names no job")
+        result = deps.actions.requeue(_incident(body), job, _node(body), str(actor_of(body)))
+        if not result.ok:
+            _tell(client, body, prose(result.message, 500))
+        return ("requeued: " if result.ok else "not requeued: ") + result.message
 
     @on(kit.ACTION_RESOLVE, admin(kit.ACTION_RESOLVE))
     def resolve(body: dict[str, Any], client: WebClient) -> str:

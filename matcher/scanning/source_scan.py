@@ -1,0 +1,586 @@
+"""Scanning one source, or one span of a large plain file: blocks -> candidate lines -> observations.
+
+Per block of whole lines the prefilter names the few candidate lines and, per line, the signatures that
+may match it (`matcher.scanning.prefilter`); only those lines are numbered (a running newline count),
+split into attributed fragments once (`prefixes.parse_segments`), and only those signatures' regexes run,
+each with a timeout so no line can hang the scan (`matcher.scanning.regex_budget`). A pattern is tried on
+each fragment's peeled text, then its raw form, then the whole physical line (progress-bar noise the
+reader sets aside can carry a clue). `after = N` signatures see the next N lines (carried over a block
+boundary, and past the end of a span); small pasted sources also get a second chance for keywords split
+by a hard wrap (`matcher.scanning.rejoin`). Floods of context lines are sampled once they keep nothing
+new (`matcher.scanning.flood`). Memory stays bounded: a block at a time, and a cap on observations per
+signature, source and writer (a 400 MB log repeating one line yields a handful of observations, not
+millions).
+
+`scan_piece` scans one source or span into a `Piece`: what `matcher.scanning.scan` merges per source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import regex
+
+from matcher.model import FieldValue, Line, Observation
+from matcher.reading import prefixes, read
+from matcher.reading.read import ReadLimits, Source, Span
+from matcher.scanning import rejoin
+from matcher.scanning.catalog import Catalog, Signature, convert_fields
+from matcher.scanning.flood import FloodControl, Turn
+from matcher.scanning.prefetch import prefetched
+from matcher.scanning.prefilter import Prefilter
+from matcher.scanning.regex_budget import REGEX_TIMEOUT_S, RegexBudget
+
+# Observations kept per (signature, source, writer) and per (signature, source): enough for every rank of
+# a large job to report its timeout and its NCCL init lines, few enough that a repeated line cannot grow
+# memory with log size. A writer is what tells processes apart on a line: rank, host, pid, and the rank
+# the line itself names (NCCL init lines of an interleaved file carry no rank prefix).
+MAX_PER_WRITER = 8
+MAX_PER_SOURCE = 16384
+MAX_MATCHES_PER_LINE = 32
+# NCCL_DEBUG=INFO floods a log with setup lines (channels, connections: thousands per process). Per
+# context signature and writer only MAX_PER_WRITER observations are kept, so once the same line head
+# (the first three tokens: NCCL's `host:pid:tid [dev] NCCL`) has offered a context signature this many
+# candidate lines in one source, the rest are skipped before the costly prefix parse. Root and cascade
+# signatures are never skipped, and heads that differ per line (timestamps) never reach the limit.
+CONTEXT_LINES_PER_HEAD = 256
+# Until a flood of context lines is noticed (`matcher.scanning.flood`), a block is scanned in slices of
+# this size, so that the cheaper sampling scan takes over after a few lines rather than a whole block.
+SLICE_BYTES = 64 * 1024
+# Bytes at each end of a source that its content digest covers (see SourceSummary.content_digest).
+DIGEST_EDGE_BYTES = 64 * 1024
+
+
+def match_all(
+    signature: Signature, text: str, budget: RegexBudget, pattern: regex.Pattern[str] | None = None
+) -> list[dict[str, FieldValue]]:
+    """Fields of every distinct match in text (a pasted line may join several messages); empty when
+    nothing matches or the regex runs out of time. `pattern`: the signature's, when the caller has it."""
+    found: list[dict[str, FieldValue]] = []
+    if not budget.allows(signature.id):
+        return found
+    try:
+        for match in (pattern or signature.pattern).finditer(text, timeout=REGEX_TIMEOUT_S):
+            fields = convert_fields(match.groupdict())
+            if fields not in found:
+                found.append(fields)
+            if len(found) >= MAX_MATCHES_PER_LINE:
+                break
+    except TimeoutError:
+        budget.spend(signature.id)
+    return found
+
+
+@dataclass(slots=True)
+class _Record:
+    """One candidate physical line: its attributed fragments (usually one) and its whole decoded text
+    (decoded only when needed: when no fragment matched)."""
+
+    segments: tuple[Line, ...]
+    raw: bytes
+    _whole: str | None = None
+
+    @classmethod
+    def parse(cls, raw: bytes, source: Source, lineno: int) -> _Record:
+        return cls(prefixes.parse_segments(raw, source, lineno), raw)
+
+    @property
+    def whole(self) -> str:
+        if self._whole is None:
+            self._whole = self.raw.decode("utf-8", errors="replace").rstrip("\r")
+        return self._whole
+
+
+_recent_roles: list[tuple[Catalog, frozenset[int], dict[str, int]]] = []
+
+
+def _roles(catalog: Catalog) -> tuple[frozenset[int], dict[str, int]]:
+    """The catalog's context signature indices and its id -> index map, built once per catalog (a
+    bundle of a thousand small files creates a thousand scan states)."""
+    for known, context, index in _recent_roles:
+        if known is catalog:
+            return context, index
+    context = frozenset(i for i, s in enumerate(catalog.signatures) if s.role == "context")
+    index = {s.id: i for i, s in enumerate(catalog.signatures)}
+    _recent_roles.append((catalog, context, index))
+    del _recent_roles[:-4]
+    return context, index
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A multi-line record (`after = N`) whose continuation lines lie in the next block."""
+
+    signature: Signature
+    record: _Record
+    lines: list[str]
+    missing: int
+
+
+@dataclass(slots=True)
+class Seed:
+    """What the first span of a large file learned, handed to its other spans: which writers are
+    already full and how far asleep the context signatures are. Every later span starts from the first
+    one's seed (never from its neighbour's), so the result does not depend on how many workers ran."""
+
+    kept: Counter[tuple[object, ...]]
+    kept_total: Counter[str]
+    offered: Counter[tuple[int, bytes]]
+    flood: FloodControl
+
+
+@dataclass(slots=True)
+class Piece:
+    """One source or span scanned: observations numbered from its first line, and its tallies."""
+
+    observations: list[Observation]
+    lines: int
+    size: int
+    first_time: float | None
+    last_time: float | None
+    ranks: set[int]
+    head: bytes  # the start of its first block
+    tail: bytes  # the end of its last block
+    read_bytes: int = 0  # bytes of input read (`size` counts them after cleaning: cut lines, NULs)
+    digest: str | None = None  # the content digest, when the piece is a whole source
+    context_seen: bool = False  # whether any line was a candidate of a context signature
+    seed: Seed | None = None
+
+    # Pieces come back from worker processes: observations travel as plain tuples, which pickle at C
+    # speed (a dataclass with slots pickles field by field, in Python).
+    def __getstate__(self) -> dict[str, object]:
+        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "observations"}
+        state["observations"] = [_pack(o) for o in self.observations]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, [_unpack(o) for o in value] if name == "observations" else value)
+
+
+def _pack(obs: Observation) -> tuple[object, ...]:
+    line = obs.line
+    return (
+        obs.signature,
+        obs.classes,
+        obs.role,
+        dict(obs.fields),
+        obs.weight,
+        obs.symptom,
+        line.source,
+        line.lineno,
+        line.text,
+        line.raw,
+        line.rank,
+        line.local_rank,
+        line.host,
+        line.pid,
+        line.time,
+    )
+
+
+def _unpack(packed: tuple[Any, ...]) -> Observation:
+    signature, classes, role, fields, weight, symptom, *line = packed
+    return Observation(signature, classes, role, Line(*line), fields, weight, symptom)
+
+
+@dataclass(slots=True)
+class _SourceScan:
+    """Running state of one source (or span) while its blocks go by."""
+
+    source: Source
+    catalog: Catalog
+    observations: list[Observation]
+    budget: RegexBudget
+    kept: Counter[tuple[object, ...]] = field(default_factory=Counter)
+    kept_total: Counter[str] = field(default_factory=Counter)
+    lines: int = 0
+    size: int = 0
+    first_time: float | None = None
+    last_time: float | None = None
+    ranks: set[int] = field(default_factory=set)
+    pending: list[_Pending] = field(default_factory=list)
+    last: read.Block | None = None
+    offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
+    head: bytes | None = None
+    read_bytes: int = 0
+    context_seen: bool = False
+    flood: FloodControl = field(init=False)
+    small: list[read.Block] | None = field(default_factory=list)  # the blocks while the source is small
+
+    fresh: set[int] = field(default_factory=set)  # signatures that kept an observation on this line
+    index: dict[str, int] = field(init=False)  # signature id -> catalog index
+
+    def __post_init__(self) -> None:
+        context, self.index = _roles(self.catalog)
+        self.flood = FloodControl(context)
+
+    def block(self, block: read.Block, prefilter: Prefilter) -> None:
+        data = block.data
+        if self.head is None:
+            self.head = bytes(data[:DIGEST_EDGE_BYTES])
+        self.size += len(data)
+        self.read_bytes = block.consumed
+        self._finish_pending(data, block.first_lineno)
+        cursor = _Cursor(block.first_lineno)
+        position = 0
+        while position < len(data):
+            # Awake, a region is a slice, so that a flood is noticed early; asleep, the rest of the block.
+            end = len(data) if self.flood.sampling else _line_end(data, position + SLICE_BYTES)
+            position = self._region(data, position, end, prefilter, cursor)
+        # Lines of this block are known for free once the next block says where it starts; only the
+        # last block of a source is counted (see `close`).
+        if self.last is not None:
+            self.lines += block.first_lineno - self.last.first_lineno
+        self.last = block
+        if self.small is not None:  # re-joined at the end, once the source is known to be small
+            self.small = [*self.small, block] if self.size <= rejoin.MAX_SOURCE_BYTES else None
+
+    def _region(
+        self,
+        data: bytes,
+        begin: int,
+        end: int,
+        prefilter: Prefilter,
+        cursor: _Cursor,
+    ) -> int:
+        """Scans data[begin:end] (whole lines); returns where the next region starts: `end`, or the line
+        after the one that put context signatures to sleep or woke them up."""
+        region = data[begin:end] if begin or end < len(data) else data
+        flood = self.flood
+        for candidate in prefilter.candidates(region, sample_context=flood.sampling):
+            start, stop = begin + candidate.start, begin + candidate.end
+            chosen, had_context = flood.choose(candidate.signatures)
+            looked: list[int] = []
+            self.fresh.clear()
+            if chosen:
+                lineno = cursor.advance(data, start)
+                active = self._worth_parsing(data, start, chosen) if had_context else chosen
+                if active:
+                    self._candidate(data, start, stop, lineno, active)
+                looked = [i for i in active if i in flood.context] if had_context else looked
+            if not had_context:
+                continue
+            self.context_seen = True
+            productive = [i for i in looked if i in self.fresh]
+            if flood.outcome(looked, productive) is not Turn.GO_ON:
+                return stop + 1
+        return end
+
+    def _candidate(self, data: bytes, start: int, stop: int, lineno: int, active: list[int]) -> None:
+        record = _Record.parse(data[start:stop], self.source, lineno)
+        for segment in record.segments:
+            self._note_line(segment)
+        for index in active:
+            signature = self.catalog.signatures[index]
+            if not signature.after:
+                self._try(signature, record, [])
+                continue
+            following = _following_lines(data, stop, signature.after)
+            texts = [self._text_of(raw, lineno + 1 + i) for i, raw in enumerate(following)]
+            if len(following) < signature.after:  # the record may go on in the next block
+                self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
+            else:
+                self._try(signature, record, texts)
+
+    def _worth_parsing(self, data: bytes, start: int, signatures: list[int]) -> list[int]:
+        """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD);
+        called for lines with a context signature (root and cascade lines are always parsed)."""
+        # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
+        # of one process, while heads that start with a clock (syslog, glog) change every second.
+        end = start
+        for _ in range(3):
+            end = data.find(b" ", end + 1, start + 160)
+            if end < 0:
+                break
+        head = data[start:end] if end > start else b""
+        active = []
+        context = self.flood.context
+        for index in signatures:
+            if head and index in context:
+                key = (index, head)
+                self.offered[key] += 1
+                if self.offered[key] > CONTEXT_LINES_PER_HEAD:
+                    continue
+            active.append(index)
+        return active
+
+    def _rejoin(self, block: read.Block, prefilter: Prefilter) -> None:
+        """Pasted excerpts: keywords that a hard wrap split across two lines (matcher.scanning.rejoin).
+        What each line holds is taken from the keywords alone (`Prefilter.lines`), every occurrence,
+        whatever the scan itself looked at."""
+        data = block.data
+        known: dict[int, set[int]] = {}
+        cursor = _Cursor(0)
+        for candidate in prefilter.lines(data):
+            known[cursor.advance(data, candidate.start)] = set(candidate.signatures)
+        lines = data.split(b"\n")
+        for junction in rejoin.junctions(lines, prefilter, known):
+            glued = lines[junction.index] + junction.separator + lines[junction.index + 1]
+            record = _Record.parse(glued, self.source, block.first_lineno + junction.index)
+            for index in junction.signatures:
+                self._try(self.catalog.signatures[index], record, [])
+
+    def finish(self, prefilter: Prefilter, following: bytes = b"") -> Piece:
+        """The piece scanned; `following` holds the lines after a span, for records still missing lines."""
+        for block in self.small or ():
+            self._rejoin(block, prefilter)
+        self.small = None
+        tail = b""
+        if self.last is not None:
+            data = self.last.data
+            tail = data[-DIGEST_EDGE_BYTES:]
+            self.lines += read.count_lines(data) + (1 if data and not data.endswith(b"\n") else 0)
+            self.last = None
+        if self.pending and following:
+            self._finish_pending(following, self.lines + 1)
+        for pending in self.pending:
+            self._try(pending.signature, pending.record, pending.lines)
+        self.pending = []
+        # Multi-line records and re-joined wraps finish late: keep the observations in file order.
+        self.observations.sort(key=lambda o: o.line.lineno)
+        return Piece(
+            observations=self.observations,
+            lines=self.lines,
+            size=self.size,
+            first_time=self.first_time,
+            last_time=self.last_time,
+            ranks=self.ranks,
+            head=self.head or b"",
+            tail=tail,
+            read_bytes=self.read_bytes,
+            context_seen=self.context_seen,
+        )
+
+    def seed(self) -> Seed:
+        return Seed(Counter(self.kept), Counter(self.kept_total), Counter(self.offered), replace(self.flood))
+
+    def plant(self, seed: Seed) -> None:
+        self.kept, self.kept_total, self.offered = (
+            Counter(seed.kept),
+            Counter(seed.kept_total),
+            Counter(seed.offered),
+        )
+        self.flood = replace(
+            seed.flood,
+            quiet_of=Counter(seed.flood.quiet_of),
+            dozing=set(seed.flood.dozing),
+            skipped=Counter(seed.flood.skipped),
+        )
+
+    def _finish_pending(self, data: bytes, first_lineno: int) -> None:
+        still: list[_Pending] = []
+        for pending in self.pending:
+            following = _following_lines(data, -1, pending.missing)
+            pending.lines.extend(self._text_of(raw, first_lineno + i) for i, raw in enumerate(following))
+            pending.missing -= len(following)
+            if pending.missing > 0 and following:
+                still.append(pending)
+            else:
+                self._try(pending.signature, pending.record, pending.lines)
+        self.pending = still
+
+    def _text_of(self, raw: bytes, lineno: int) -> str:
+        return prefixes.parse_line(raw, self.source, lineno).text
+
+    def _note_line(self, line: Line) -> None:
+        if line.time is not None:
+            if self.first_time is None or line.time < self.first_time:
+                self.first_time = line.time
+            if self.last_time is None or line.time > self.last_time:
+                self.last_time = line.time
+        if line.rank is not None:
+            self.ranks.add(line.rank)
+
+    def _try(self, signature: Signature, record: _Record, continuation: list[str]) -> None:
+        for line, fields in _matches(signature, record, continuation, self.budget):
+            self._keep(signature, line, fields)
+
+    def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
+        writer = writer_of(signature.id, line, fields)
+        if self.kept[writer] >= MAX_PER_WRITER or self.kept_total[signature.id] >= MAX_PER_SOURCE:
+            return
+        self.kept[writer] += 1
+        self.kept_total[signature.id] += 1
+        self.fresh.add(self.index[signature.id])
+        self.observations.append(
+            Observation(
+                signature=signature.id,
+                classes=signature.classes,
+                role=signature.role,
+                line=line,
+                fields=fields,
+                weight=signature.weight,
+                symptom=signature.symptom,
+            )
+        )
+
+
+def content_digest(size: int, head: bytes, tail: bytes) -> str:
+    """A source's `SourceSummary.content_digest`: its size, the start of its first block and the end of
+    its last one."""
+    digest = hashlib.blake2b(str(size).encode(), digest_size=16)
+    digest.update(head)
+    digest.update(tail)
+    return digest.hexdigest()
+
+
+def writer_of(signature_id: str, line: Line, fields: Mapping[str, FieldValue]) -> tuple[object, ...]:
+    """What tells the processes apart that the caps count per (see MAX_PER_WRITER)."""
+    return (signature_id, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
+
+
+def settles(seed: Seed, guess: Piece) -> bool:
+    """Whether a span scanned on a guess, before its file's first span was done, came out as it would
+    have from that span's seed. The guess samples from its first line and never wakes; a run from the
+    seed samples the same lines as long as none of them says something new to the seed, so it is the
+    same run when the seed ended sampling and every context observation of the guess belongs to a
+    writer the seed already has in full (what else differs, the caps, is applied again at the merge);
+    and when the span holds no context line at all, however the seed ended."""
+    if not guess.context_seen:  # no context line at all in the span: every mode reads it alike
+        return True
+    if not seed.flood.sampling:
+        return False
+    for obs in guess.observations:
+        if obs.role != "context":
+            continue
+        full = seed.kept[writer_of(obs.signature, obs.line, obs.fields)] >= MAX_PER_WRITER
+        if not full and seed.kept_total[obs.signature] < MAX_PER_SOURCE:
+            return False
+    return True
+
+
+def _matches(
+    signature: Signature, record: _Record, continuation: list[str], budget: RegexBudget
+) -> list[tuple[Line, dict[str, FieldValue]]]:
+    """Where the signature matches a candidate line: each fragment's peeled text, else its unpeeled form
+    (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
+    still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
+
+    pattern = signature.pattern
+
+    def attempt(text: str) -> list[dict[str, FieldValue]]:
+        return match_all(
+            signature, "\n".join([text, *continuation]) if continuation else text, budget, pattern
+        )
+
+    found: list[tuple[Line, dict[str, FieldValue]]] = []
+    wanted = len(pattern.groupindex)
+    for segment in record.segments:
+        matches = attempt(segment.text)
+        if segment.raw and segment.raw != segment.text and (not matches or len(matches[0]) < wanted):
+            # Patterns may also read the prefix (a host, a pid): the raw line fills what the text lacks.
+            extra = attempt(segment.raw)
+            if extra and matches:
+                matches[0] = {**extra[0], **matches[0]}
+            elif extra:
+                matches = extra
+        found.extend((segment, fields) for fields in matches)
+    if found or any(record.whole == segment.raw for segment in record.segments):
+        return found
+    last = record.segments[-1]
+    whole = replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP])
+    return [(whole, fields) for fields in attempt(record.whole)]
+
+
+def match_lines(
+    signature: Signature, lines: list[bytes], source: Source
+) -> list[tuple[Line, dict[str, FieldValue]]]:
+    """What the scanner extracts with `signature` from a candidate line (and, for `after = N`
+    signatures, its continuation lines): the catalog example test runs every example through this."""
+    record = _Record.parse(lines[0], source, 1)
+    continuation = [prefixes.parse_line(raw, source, 2 + i).text for i, raw in enumerate(lines[1:])]
+    return _matches(signature, record, continuation, RegexBudget([signature.id]))
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Line numbers of a block's candidate lines: newlines are counted only up to each candidate line,
+    continuing from the previous one."""
+
+    first: int
+    lineno: int = 0
+    counted_to: int = 0
+
+    def __post_init__(self) -> None:
+        self.lineno = self.first
+
+    def advance(self, data: bytes, start: int) -> int:
+        self.lineno += data.count(b"\n", self.counted_to, start)
+        self.counted_to = start
+        return self.lineno
+
+
+def _line_end(data: bytes, position: int) -> int:
+    """Where the line holding data[position] ends, past its newline (len(data) past the end)."""
+    if position >= len(data):
+        return len(data)
+    newline = data.find(b"\n", position)
+    return len(data) if newline < 0 else newline + 1
+
+
+def _following_lines(data: bytes, line_end: int, count: int) -> list[bytes]:
+    """Up to `count` lines after the newline at `line_end` (-1: from the start of data)."""
+    lines: list[bytes] = []
+    position = line_end + 1
+    while len(lines) < count and position < len(data):
+        end = data.find(b"\n", position)
+        if end < 0:
+            end = len(data)
+        lines.append(data[position:end])
+        position = end + 1
+    return lines
+
+
+def scan_piece(
+    source: Source,
+    catalog: Catalog,
+    prefilter: Prefilter,
+    limits: ReadLimits,
+    budget: RegexBudget,
+    *,
+    span: Span | None = None,
+    seed: Seed | None = None,
+    give_seed: bool = False,
+    guess: bool = False,
+    read_ahead: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> Piece:
+    """Scan a whole source, or one span of a plain file (`seed`: the first span's, for the others;
+    `give_seed`: return this span's for them; `guess`: a later span scanned before the first span is
+    done, sampling context lines throughout, to be checked with `settles`; `read_ahead`: read the next
+    blocks in a helper thread, worth it only while a core is free)."""
+    state = _SourceScan(source, catalog, [], budget)
+    if source.bundled or (span is not None and (span.begin or span.end is not None)):
+        state.small = None  # wraps are re-joined in pasted excerpts: never a bundle's files or a big file
+    if seed is not None:
+        state.plant(seed)
+    if guess:
+        state.flood.sampling = state.flood.held = True
+    blocks = read.iter_blocks(source, limits, span)
+    for block in prefetched(blocks) if read_ahead else blocks:
+        state.block(block, prefilter)
+        if progress is not None:
+            progress(len(block.data))
+    following = b""
+    if span is not None and span.end is not None and state.pending:
+        wanted = max(pending.missing for pending in state.pending)
+        following = read.read_lines_after(source, span.end, wanted, limits)
+    piece = state.finish(prefilter, following)
+    if give_seed:
+        piece.seed = state.seed()
+    # What the merge needs of the edges, no more (pieces of a thousand files wait in memory there): a
+    # whole source's digest, else the first span's head and the last span's tail.
+    whole = span is None or (span.begin == 0 and span.end is None)
+    if whole:
+        piece.digest = content_digest(piece.size, piece.head, piece.tail)
+        piece.head = piece.tail = b""
+    elif span is not None:
+        piece.head = piece.head if span.begin == 0 else b""
+        piece.tail = piece.tail if span.end is None else b""
+    return piece

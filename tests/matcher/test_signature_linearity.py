@@ -1,0 +1,64 @@
+"""No signature regex is super-linear on a 64 KB line (the reader's line cap).
+
+A hostile log can hold lines of 64 KB built from a signature's own keyword and fillers; a pattern that
+backtracks quadratically on them takes seconds where a linear one takes milliseconds, so each such line
+would cost a full regex time-out. Every signature is run on such lines, at 16 KB and at 64 KB: it must stay
+under a time limit far above what a linear pattern needs, and four times the length must not cost
+(much) more than four times the time (CPU time, so that a busy machine does not make it fail).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from matcher.reading.read import ReadLimits
+from matcher.scanning.catalog import Signature, load_catalog
+
+CATALOG = load_catalog()
+LINE = ReadLimits().max_line_bytes
+# A linear pattern needs a few milliseconds on 64 KB; the quadratic ones found took 0.3-3 s.
+LIMIT_S = 0.25
+# Time at 64 KB over time at 16 KB: about 4 when linear, about 16 when quadratic. Below NOISE_S the
+# ratio says nothing.
+MAX_GROWTH = 10
+NOISE_S = 0.01
+FILLERS = [" ", "\t", "a", "0", "a ", ":", "=", ".", "-", "'", "(", "/"]
+
+
+def _hostile_lines(signature: Signature) -> list[str]:
+    lines = []
+    for keyword in signature.keywords[:4]:
+        for filler in FILLERS:
+            body = filler * (LINE // len(filler))
+            lines.append((keyword + body)[:LINE])
+            lines.append(((keyword + filler) * (LINE // (len(keyword) + len(filler)) + 1))[:LINE])
+    for example in signature.match[:2]:
+        first = example.split("\n")[0]
+        if first:
+            lines.append((first * (LINE // len(first) + 1))[:LINE])
+            half = first[: max(len(first) // 2, 1)]
+            lines.append((half * (LINE // len(half) + 1))[:LINE])
+    return lines
+
+
+def _cpu_seconds(signature: Signature, text: str) -> float:
+    started = time.process_time()
+    try:
+        for _ in signature.pattern.finditer(text, timeout=LIMIT_S):
+            pass
+    except TimeoutError:
+        pytest.fail(f"{signature.id} takes over {LIMIT_S} s on a {len(text)}-byte line {text[:40]!r}")
+    return time.process_time() - started
+
+
+@pytest.mark.parametrize("signature", CATALOG.signatures, ids=lambda s: s.id)
+def test_signature_regex_stays_linear_on_64_kb_hostile_lines(signature: Signature) -> None:
+    for line in _hostile_lines(signature):
+        full = _cpu_seconds(signature, line)
+        if full > NOISE_S:
+            quarter = _cpu_seconds(signature, line[: len(line) // 4])
+            assert full < MAX_GROWTH * max(quarter, NOISE_S / 4), (
+                f"{signature.id}: {full:.3f} s on 64 KB but {quarter:.3f} s on 16 KB of {line[:40]!r}"
+            )
