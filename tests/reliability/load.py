@@ -50,18 +50,42 @@ class Memory:
     peak: int  # bytes, the most the process ever held (VmHWM)
 
 
-def memory(pid: int) -> Memory:
+def _status(pid: int) -> dict[str, int]:
     fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # it ended meanwhile
+        return {"VmRSS": 0, "VmHWM": 0}
+    for line in text.splitlines():
         name, _, value = line.partition(":")
         if name in ("VmRSS", "VmHWM"):
             fields[name] = int(value.split()[0]) * 1024
-    return Memory(rss=fields["VmRSS"], peak=fields["VmHWM"])
+    return {"VmRSS": fields.get("VmRSS", 0), "VmHWM": fields.get("VmHWM", 0)}
+
+
+def family(pid: int) -> list[int]:
+    """`pid` and every process below it (the matcher's scan workers and their fork server)."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                queue += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return found
+
+
+def memory(pid: int) -> Memory:
+    """RSS of the server with its worker processes (summed; shared pages count once per process, so this
+    is an upper bound), and the server's own peak."""
+    return Memory(rss=sum(_status(p)["VmRSS"] for p in family(pid)), peak=_status(pid)["VmHWM"])
 
 
 class PeakSampler:
-    """Samples a process' RSS every `interval` s in a thread; `peak` is the highest seen since start
-    (VmHWM cannot be reset without privileges, so a phase's own peak is sampled)."""
+    """Samples the RSS of a process and its workers every `interval` s in a thread; `peak` is the highest
+    seen since start (VmHWM cannot be reset without privileges, so a phase's own peak is sampled)."""
 
     def __init__(self, pid: int, interval: float = 0.02) -> None:
         self.pid, self.interval = pid, interval
