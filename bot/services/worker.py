@@ -31,6 +31,18 @@ class PermanentError(Exception):
     """The item cannot succeed however often it is tried (bad payload, unknown job)."""
 
 
+def is_outage(error: BaseException) -> bool:
+    """A dependency is down, not the item at fault (retried however long it takes, without using up its
+    attempts): an HTTP API answering 429 or 5xx (Slack's client errors carry the response), a connection
+    that fails, a database that cannot be reached."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return status == 429 or status >= 500
+    return isinstance(error, (OSError, OperationalError, InterfaceError))
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     first: float = 2.0

@@ -23,7 +23,7 @@ from bot.services.hooks import JobNotFound, JobSources
 from bot.services.incidents import ActionError, IncidentActions
 from bot.services.outlet import Message, MessageRef, Outlet
 from bot.services.posting import post_once
-from bot.services.worker import Handler, PermanentError
+from bot.services.worker import Handler, PermanentError, is_outage
 from bot.settings import Settings
 from bot.slack.files import SharedFile
 from bot.slack.middleware import AdminPolicy
@@ -36,7 +36,6 @@ from bot.slack.work import (
     Background,
     Diagnoser,
     DiagnoseTask,
-    is_outage,
 )
 
 log = logging.getLogger("ncclbot.slack")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
-from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.render import slack_incident as render
 from bot.render.slack_text import prose
@@ -30,7 +30,7 @@ from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.hooks import JobLogs
 from bot.services.outlet import Message, MessageRef, Outlet
 from bot.services.publish import Placeholder, publish_diagnosis
-from bot.services.worker import Handler, PermanentError, QueueWorker
+from bot.services.worker import Handler, PermanentError, QueueWorker, is_outage
 from bot.settings import Settings
 from bot.slack.files import Downloader, FileProblem, SharedFile, write_pasted
 from bot.store.queue import DEFAULT_LEASE, WorkQueue
@@ -49,15 +49,6 @@ JOB = "slack.job"
 INTAKE_THREADS = 4
 # Raised so that the queue retries the task later.
 TRANSIENT: tuple[type[Exception], ...] = (SlackApiError, OSError, SQLAlchemyError)
-
-
-def is_outage(error: Exception) -> bool:
-    """Slack or the database is down (the task is not at fault: retried however long it takes): Slack's
-    429 and 5xx, a connection that fails, a database that cannot be reached."""
-    if isinstance(error, SlackApiError):
-        status = error.response.status_code
-        return status == 429 or status >= 500
-    return isinstance(error, (OSError, OperationalError, InterfaceError))
 
 
 @dataclass(frozen=True, slots=True)

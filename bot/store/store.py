@@ -752,6 +752,11 @@ class Store:
             ).first()
         return None if row is None or row[0] is None or row[1] is None else (row[0], row[1])
 
+    def processed(self, key: str) -> bool:
+        """Whether `key` was marked processed (and not yet forgotten)."""
+        with self._read() as session:
+            return session.get(ProcessedEvent, key[:255]) is not None
+
     def mark_processed(
         self, key: str, *, keep: timedelta = timedelta(days=2), now: datetime | None = None
     ) -> bool:

@@ -4,8 +4,8 @@ past `-rss_limit_mb` stops it and leaves the input in `crash-*` / `timeout-*` / 
 
     python tests/fuzz/fuzz.py TARGET [CORPUS_DIR] -max_total_time=300 -timeout=20 -rss_limit_mb=2048
 
-TARGET is one of reader, matcher, flight_recorder, slack_payload (and webhook_payload once the
-webhook exists). Without a corpus folder it starts from the seeds below (a few real shapes).
+TARGET is one of reader, matcher, flight_recorder, slack_payload, webhook_payload. Without a corpus
+folder it starts from the seeds below (a few real shapes).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import atheris  # noqa: E402
 # coverage (the targets import some of it lazily).
 with atheris.instrument_imports(include=["matcher", "bot", "runbooks"]):
     import bot.services.diagnose
-    import bot.slack.app  # noqa: F401
+    import bot.slack.app
+    import bot.webhook.shapes  # noqa: F401
     import matcher.flight_recorder.load
     import matcher.pipeline
     import matcher.reading.read  # noqa: F401
@@ -42,6 +43,11 @@ SEEDS: dict[str, list[bytes]] = {
     "flight_recorder": [
         b"\x80\x02}q\x00(X\x07\x00\x00\x00entriesq\x01]q\x02X\x07\x00\x00\x00versionq\x03X\x03\x00\x00\x002.4q\x04u.",
         b'{"version": "2.4", "entries": [], "pg_config": {}}',
+    ],
+    "webhook_payload": [
+        b'{"cluster": "c1", "job_id": "7", "state": "FAILED", "logs": [{"name": "r0.log", "text": "x"}]}',
+        b'{"alerts": [{"status": "firing", "labels": {"job_name": "j", "namespace": "n"}}], "version": "4"}',
+        b'{"source": "slurm", "cluster": "c", "job_id": "7", "node_list": "gpu-[1-3,7]", "exit_code": "1:0"}',
     ],
     "slack_payload": [
         b"\x00command=%2Fnccl&text=status&channel_id=C1&user_id=U1&trigger_id=1",

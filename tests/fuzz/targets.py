@@ -9,6 +9,8 @@ atheris), so both hunt the same contracts.
 - `slack_payload`: bytes as the body of a correctly signed request to the Slack app (commands, events,
   interactivity), dispatched by bolt in this process against a fake Slack: never a 500, never a listener
   error.
+- `webhook_payload`: bytes as the body of an authenticated job-failure webhook: events, or a refusal that
+  names why.
 """
 
 from __future__ import annotations
@@ -181,9 +183,36 @@ def _raised_in_bot(error: BaseException) -> bool:
     return False
 
 
+def webhook_payload(data: bytes) -> None:
+    """Bytes as the body of an authenticated `POST /webhooks/job-failed`: JSON parsed, the shape
+    recognised and converted (generic, Slurm, Alertmanager, a diagnosis). The only answers are events or
+    a refusal naming why (pydantic's ValidationError, NoEvent, JobError)."""
+    from pydantic import ValidationError
+
+    from bot.jobs.model import JobError
+    from bot.webhook.shapes import NoEvent, to_events
+
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        return  # 400 at the intake, before any shape is looked at
+    if not isinstance(document, dict):
+        return
+    query = {"cluster": "c1", "job_id": "1"} if data[:1] == b"{" and len(data) % 2 else {}
+    try:
+        _shape, events = to_events(document, query)
+    except (ValidationError, NoEvent, JobError) as error:
+        assert str(error).strip(), error
+        return
+    for event in events:
+        assert event.key.startswith("job-failed/") or "/" in event.key
+        json.dumps(event.model_dump(mode="json", by_alias=True))  # what the queue stores
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "reader": reader,
     "matcher": matcher,
     "flight_recorder": flight_recorder,
     "slack_payload": slack_payload,
+    "webhook_payload": webhook_payload,
 }

@@ -14,7 +14,13 @@ import pytest
 from tests.conftest import need_service
 
 HARNESS = Path(__file__).with_name("fuzz.py")
-RUNS = {"reader": 20_000, "flight_recorder": 20_000, "matcher": 400, "slack_payload": 400}
+RUNS = {
+    "reader": 20_000,
+    "flight_recorder": 20_000,
+    "matcher": 400,
+    "slack_payload": 400,
+    "webhook_payload": 5_000,
+}
 
 
 @pytest.mark.parametrize("target", sorted(RUNS))

@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.errors import SlackApiError
 
+from bot.services.worker import is_outage
 from bot.slack.files import SharedFile
 from bot.slack.listeners.events import take_message
-from bot.slack.work import DiagnoseTask, is_outage
+from bot.slack.work import DiagnoseTask
 from tests.fuzz import targets
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
@@ -236,3 +237,50 @@ def test_a_pasted_log_reads_like_a_file() -> None:
 
     outcome = diagnose_and_record(DiagnosisRequest(paths=["-"], stdin=io.BytesIO(log), store=False))
     assert outcome.diagnosis.primary.class_id == "cuda/oom"
+
+
+webhook_documents = st.fixed_dictionaries(
+    {},
+    optional={
+        "source": st.sampled_from(["slurm", "generic", None]),
+        "cluster": ids,
+        "job_id": st.one_of(ids, st.integers()),
+        "attempt": st.one_of(st.integers(), ids),
+        "state": ids,
+        "exit_code": st.one_of(st.integers(), ids),
+        "node_list": st.one_of(ids, st.sampled_from(["gpu-[1-3,7]", "n[0-999999]", "a[", "x[1-2]y[3-4]"])),
+        "nodes": st.one_of(st.lists(ids, max_size=3), json_values),
+        "logs": st.one_of(
+            st.lists(
+                st.fixed_dictionaries({"name": ids, "text": st.one_of(st.text(max_size=200), json_values)}),
+                max_size=3,
+            ),
+            json_values,
+        ),
+        "log_paths": st.one_of(st.lists(ids, max_size=2), json_values),
+        "alerts": st.one_of(
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "status": st.sampled_from(["firing", "resolved"]),
+                        "labels": st.dictionaries(
+                            st.sampled_from(["job_name", "namespace", "cluster", "pod"]), ids
+                        ),
+                    }
+                ),
+                max_size=2,
+            ),
+            json_values,
+        ),
+        "diagnosis": st.one_of(
+            json_values, st.fixed_dictionaries({"diagnoses": json_values, "culprit": json_values})
+        ),
+        "channel": ids,
+    },
+)
+
+
+@SLOW
+@given(document=webhook_documents)
+def test_any_webhook_document_becomes_events_or_a_named_refusal(document: dict[str, Any]) -> None:
+    targets.webhook_payload(json.dumps(document).encode())

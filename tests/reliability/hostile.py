@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import pickle
 import struct
 import tarfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,3 +211,28 @@ def leaks(text: str, *, mrkdwn: bool = True) -> list[str]:
     in a bot's post."""
     found = [item for item in LEAKS if item in text and (mrkdwn or item not in MRKDWN_ACTIVE)]
     return found
+
+
+def strings(value: object, *, live: bool = True) -> Iterator[tuple[str, bool]]:
+    """Every string in a call's parameters (JSON-encoded ones such as blocks decoded), with whether
+    Slack interprets mrkdwn in it: not in `plain_text` objects (button labels, headers) nor in data that
+    is never shown (button values, metadata)."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            yield value, live
+            return
+        if isinstance(decoded, (dict, list)):
+            yield from strings(decoded, live=live)
+        else:
+            yield value, live
+    elif isinstance(value, dict):
+        plain = value.get("type") == "plain_text"
+        for key, item in value.items():
+            yield from strings(
+                item, live=live and not plain and key not in ("value", "metadata", "action_id")
+            )
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item, live=live)

@@ -4,13 +4,12 @@ mrkdwn (`<!channel>`, a fake link), and the server logs no traceback."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 
 from tests.fakes.slack_api import FakeSlack, blocks_text, eventually, wait_idle
-from tests.reliability.hostile import INPUTS, Hostile, leaks
+from tests.reliability.hostile import INPUTS, Hostile, leaks, strings
 from tests.scenario_tests import slack_requests as send
 from tests.scenario_tests.conftest import server_env
 from tests.server.helpers import RunningServer, running_server
@@ -53,28 +52,3 @@ def test_hostile_upload_gets_a_clear_answer_and_leaks_nothing(
     assert all(leaks(report) == [] for report in uploaded)
     log = server.log()
     assert "Traceback" not in log, log[-3000:]
-
-
-def strings(value: object, *, live: bool = True) -> Iterator[tuple[str, bool]]:
-    """Every string in a call's parameters (JSON-encoded ones such as blocks decoded), with whether
-    Slack interprets mrkdwn in it: not in `plain_text` objects (button labels, headers) nor in data that
-    is never shown (button values, metadata)."""
-    if isinstance(value, str):
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            yield value, live
-            return
-        if isinstance(decoded, (dict, list)):
-            yield from strings(decoded, live=live)
-        else:
-            yield value, live
-    elif isinstance(value, dict):
-        plain = value.get("type") == "plain_text"
-        for key, item in value.items():
-            yield from strings(
-                item, live=live and not plain and key not in ("value", "metadata", "action_id")
-            )
-    elif isinstance(value, list):
-        for item in value:
-            yield from strings(item, live=live)
