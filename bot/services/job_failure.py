@@ -171,6 +171,7 @@ class JobFailureService:
                     job_id=failure.job_id,
                     cluster=failure.cluster,
                     database_url=self.settings.database_url,
+                    raise_store_outage=True,  # retried once the database is back, never posted unstored
                 )
             )
         except InputError as error:
@@ -187,6 +188,7 @@ class JobFailureService:
             job_id=failure.job_id,
             cluster=failure.cluster,
             database_url=self.settings.database_url,
+            raise_outage=True,
         )
         return DiagnosisOutcome(diagnosis, runbook, digest, incident=incident, store_warning=warning)
 

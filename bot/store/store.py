@@ -55,6 +55,8 @@ SOURCES: frozenset[str] = frozenset({"cli", "slack", "webhook"})
 PROBE_VERDICTS: frozenset[str] = frozenset({"healthy", "degraded", "failed"})
 
 BOT_ACTOR = "ncclbot"
+# How long inbound request keys are remembered (Slack retries within minutes; a signature is good for 5).
+PROCESSED_KEEP = timedelta(days=2)
 
 
 def _now(now: datetime | None) -> datetime:
@@ -752,13 +754,14 @@ class Store:
             ).first()
         return None if row is None or row[0] is None or row[1] is None else (row[0], row[1])
 
-    def processed(self, key: str) -> bool:
-        """Whether `key` was marked processed (and not yet forgotten)."""
+    def processed(self, key: str, *, now: datetime | None = None) -> bool:
+        """Whether `key` was marked processed within the last PROCESSED_KEEP."""
         with self._read() as session:
-            return session.get(ProcessedEvent, key[:255]) is not None
+            row = session.get(ProcessedEvent, key[:255])
+            return row is not None and row.seen_at >= _now(now) - PROCESSED_KEEP
 
     def mark_processed(
-        self, key: str, *, keep: timedelta = timedelta(days=2), now: datetime | None = None
+        self, key: str, *, keep: timedelta = PROCESSED_KEEP, now: datetime | None = None
     ) -> bool:
         """Remember an inbound event key; False when it was seen before (a retry, a duplicate event).
         Keys older than `keep` are forgotten (Slack retries within minutes)."""

@@ -35,11 +35,10 @@ class Unauthorized(Exception):
 
 
 class Replays(Protocol):
-    """Signed requests already accepted (keys of their timestamp and signature)."""
+    """Signed requests already accepted (keys of their timestamp and signature; remembered by the
+    intake in the transaction that commits the event)."""
 
     def seen(self, key: str) -> bool: ...
-
-    def remember(self, key: str) -> None: ...
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -98,11 +97,12 @@ class WebhookAuth:
             return "bearer"
         raise Unauthorized(f"missing {SIGNATURE_HEADER} (or Authorization: Bearer) header")
 
-    def accepted(self, headers: Headers) -> None:
-        """The request was committed: the same signed bytes are a replay from now on. (Remembered only
-        once committed, so a sender that gets a 503 may send the very same request again.)"""
-        if self.replays is not None and headers.get(SIGNATURE_HEADER) is not None:
-            self.replays.remember(replay_key(headers))
+    def to_remember(self, headers: Headers) -> str | None:
+        """The key under which an accepted signed request is remembered (committed with the event, so a
+        sender that got a 503 may send the very same request again); None when nothing is remembered."""
+        if self.replays is None or headers.get(SIGNATURE_HEADER) is None:
+            return None
+        return replay_key(headers)
 
     def _check_signature(self, timestamp: str | None, sent: str, body: bytes) -> None:
         if not self.secret:

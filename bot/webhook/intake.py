@@ -112,16 +112,18 @@ class JobFailedIntake:
         except (NoEvent, JobError) as error:
             return _error(422, str(error))
         accepted = []
+        remember = self.auth.to_remember(headers)
         try:
-            for event in events:
+            for index, event in enumerate(events):
                 enqueued = self.queue.enqueue(
                     KIND,
                     event.key,
                     event.model_dump(mode="json", by_alias=True),
                     group=f"{KIND}/{event.cluster}/{event.job_id}",
+                    # With the last event committed, a replay of this very request is refused.
+                    remember=remember if index == len(events) - 1 else None,
                 )
                 accepted.append({"key": event.key, "id": enqueued.id, "duplicate": not enqueued.created})
-            self.auth.accepted(headers)
         except (SQLAlchemyError, StoreError) as error:
             return self._unavailable(error)
         self.on_enqueued()

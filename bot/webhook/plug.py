@@ -46,9 +46,6 @@ class StoreReplays:
     def seen(self, key: str) -> bool:
         return self.store.processed(key)
 
-    def remember(self, key: str) -> None:
-        self.store.mark_processed(key)
-
 
 def _queue_problem(queue: WorkQueue) -> str | None:
     """Readiness: the queue's database answers (else the webhook would answer 503)."""

@@ -1,12 +1,15 @@
-"""A database outage under the Slack app: PostgreSQL is stopped mid-run and started again, without
+"""A database outage under a running bot: PostgreSQL is stopped mid-run and started again, without
 restarting the bot. While it is down nothing can be committed, so nothing is taken: a slash command is
-answered "try again in a minute" (ephemeral), a button press the same as an ephemeral message, an event
-503 (Slack delivers it again later), and a diagnosis that was under way when the database went away is
-retried, not posted without its incident. Once it is back, all of them are answered."""
+answered "try again in a minute" (ephemeral), a button press the same as an ephemeral message, a Slack
+event 503 (Slack delivers it again later), a job-failure webhook 503 (not 202: its sender retries); a
+diagnosis that was under way when the database went away, and a webhook accepted just before, are
+retried, not posted without their incident and not lost. Once it is back, all of them are answered once."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,8 @@ import pytest
 from tests.conftest import need_service
 from tests.fakes.slack_api import FakeSlack, blocks_text, eventually, wait_idle
 from tests.fixtures.postgres_server import PostgresServer, postgres_bin, private_postgres
+from tests.reliability.webhooks import job_event, posts_per_job, webhook_env
+from tests.reliability.webhooks import send as send_webhook
 from tests.scenario_tests import slack_requests as send
 from tests.scenario_tests.conftest import ADMIN, server_env
 from tests.scenario_tests.flows import buttons, incident_messages
@@ -41,7 +46,10 @@ def test_slack_requests_while_the_database_is_down_and_after(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     with FakeSlack() as slack:
-        env = server_env(slack, tmp_path, NCCLBOT_DATABASE_URL=postgres.url, NCCLBOT_WORK_LEASE_S="3")
+        env = {
+            **webhook_env(slack, postgres.url),
+            **server_env(slack, tmp_path, NCCLBOT_DATABASE_URL=postgres.url, NCCLBOT_WORK_LEASE_S="3"),
+        }
         with running_server(env) as server:
             rank, _host = next_culprit()
             shared = [slack.add_file("train.log", oom_log(rank))]
@@ -55,7 +63,13 @@ def test_slack_requests_while_the_database_is_down_and_after(
             during = slack.post_user_message("CDB2", "<@UBOT>", files=slow)
             assert send.event(server.url, send.mention("CDB2", during["ts"], slow)).status == 200
             eventually(lambda: slack.calls_to("download"), timeout=30)
+            assert send_webhook(server.url, job_event("5001")).status == 202  # accepted: must not be lost
             postgres.stop()
+            refused_webhook = send_webhook(server.url, job_event("5002"))
+            assert refused_webhook.status == 503, refused_webhook  # not 202: nothing could be committed
+            assert refused_webhook.body["error"].startswith(
+                "the database is unavailable, nothing was accepted"
+            )
 
             command = send.command(server.url, "status", channel="CDB1")
             assert command.status == 200 and UNAVAILABLE in command.shown()
@@ -81,6 +95,11 @@ def test_slack_requests_while_the_database_is_down_and_after(
             assert not answered(slack, "CDB2", during)  # not posted without its incident
 
             postgres.start()
+            deadline = time.monotonic() + 60
+            while (again := send_webhook(server.url, job_event("5002"))).status == 503:  # the sender retries
+                assert time.monotonic() < deadline, again
+                time.sleep(0.5)
+            assert again.status == 202
             # Slack's redelivery of the refused event (same event id, signed anew), and a new command.
             assert send.post(server.url, json.dumps(event).encode(), "application/json").status == 200
             assert host3 in eventually(lambda: answered(slack, "CDB3", asked), timeout=90)
@@ -88,6 +107,7 @@ def test_slack_requests_while_the_database_is_down_and_after(
             assert UNAVAILABLE not in send.command(server.url, "status", channel="CDB1").shown()
             assert send.interaction(server.url, {**press, "trigger_id": send.trigger_id()}).status == 200
             eventually(lambda: "resolved by" in blocks_text(incident_messages(slack, "CDB1")[0]["blocks"]))
+            eventually(lambda: posts_per_job(slack) == Counter({"5001": 1, "5002": 1}), timeout=120)
         # Each answered once.
         for channel, message in (("CDB2", during), ("CDB3", asked)):
             assert len(slack.thread(channel, message["ts"])) == 1

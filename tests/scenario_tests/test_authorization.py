@@ -1,4 +1,4 @@
-"""Who may do what, and requests that must not get in twice: Probe and Drain (buttons and `/nccl probe`)
+"""Who may do what, and requests that must not get in twice: Probe, Drain, Requeue (buttons) and `/nccl probe`
 by someone who is not an admin are refused and audited; a signed request sent again (a replayed button
 press, command or form) is refused, while a fresh press of the same button is taken."""
 
@@ -24,13 +24,20 @@ def replay(slack_app: SlackApp, body: bytes, content_type: str) -> tuple[send.Re
     return first, again
 
 
-def test_probe_and_drain_buttons_by_a_non_admin_are_refused_and_audited(slack_app: SlackApp) -> None:
+def test_probe_drain_and_requeue_buttons_by_a_non_admin_are_refused_and_audited(slack_app: SlackApp) -> None:
     channel, message, _host = new_incident(slack_app)
     for action in ("incident.probe", "incident.drain"):
         assert press(slack_app, channel, message, action, user="UINTRUDER").status == 200
         eventually(lambda a=action: audited(slack_app, a, ("UINTRUDER", "refused: not an admin")))
+    # Requeue shows on incidents of a known job; the check does not depend on the button being shown.
+    value = {**json.loads(buttons(message)["incident.drain"]["value"]), "job": "771204"}
+    requeue = send.block_action(
+        "incident.requeue", value, channel=channel, message_ts=message["ts"], user="UINTRUDER"
+    )
+    assert send.interaction(slack_app.url, requeue).status == 200
+    eventually(lambda: audited(slack_app, "incident.requeue", ("UINTRUDER", "refused: not an admin")))
     refusals = eventually(lambda: ephemerals_to(slack_app, "UINTRUDER", channel))
-    assert len(refusals) == 2 and all("admins" in r["text"] for r in refusals)
+    assert len(refusals) == 3 and all("admins" in r["text"] for r in refusals)
     wait_idle(slack_app.slack, quiet=0.5)
     thread = slack_app.slack.thread(channel, message["ts"])
     assert not [m for m in thread if "probe" in m.get("text", "").lower()]  # no probe started
