@@ -57,6 +57,7 @@ class Rules:
     setting_classes: dict[str, str]  # NCCL_* name (without NCCL_) -> class when it differs across hosts
     setting_default_class: str
     setting_mass: float
+    inter_node_classes: frozenset[str]  # discounted on one host (bare cascade evidence)
 
     def application_xid(self, xid: object) -> bool:
         try:
@@ -125,6 +126,7 @@ def parse_rules(document: dict[str, Any]) -> Rules:
         setting_classes=dict(settings["classes"]),
         setting_default_class=settings["default_class"],
         setting_mass=float(settings["mass"]),
+        inter_node_classes=_classes(document["hosts"]["inter_node_classes"], "hosts.inter_node_classes"),
     )
 
 

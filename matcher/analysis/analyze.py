@@ -53,7 +53,6 @@ _TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")
 VERSION_CLASS = "config/version-mismatch"
 # A bare ncclSystemError is read as a socket that cannot reach its peer; on one host (peers over loopback)
 # the shared-memory segment that did not fit /dev/shm is the likelier failed system call.
-INTERFACE_CLASS = "network/interface-selection"
 # A retry timeout (status 12) right after init on RoCE devices, with no GID index chosen (or a different one
 # per host): the maintainers' first answer is the GID index, ahead of the generic IB transport reading.
 ROCE_CLASS = "network/roce-gid"
@@ -96,8 +95,9 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         for cls, obs in scoring.by_class(observations, "cascade").items():
             masses[cls] = rules().confidence.cascade_discount * scoring.mass(obs, rm)
             support[cls] = obs
-        if INTERFACE_CLASS in masses and hostscope.one_host(observations, rm):
-            masses[INTERFACE_CLASS] *= rules().confidence.one_host_socket_factor
+        if hostscope.one_host(observations, rm):
+            for cls in rules().inter_node_classes & masses.keys():
+                masses[cls] *= rules().confidence.one_host_socket_factor
         _recorded_death(observations, rm, masses, support)
         inference = infer(observations, cascades, table, fr, rm)
         for cls, amount in inference.masses.items():

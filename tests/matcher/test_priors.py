@@ -166,3 +166,60 @@ def test_runners_up_never_pass_a_class_the_evidence_names(tmp_path: Path) -> Non
     d = diagnose_text(tmp_path, text)
     backed = [c for c in d.diagnoses if c.evidence]
     assert d.diagnoses[: len(backed)] == tuple(backed)
+
+
+def test_a_bare_internal_error_lists_a_bug_of_the_nccl_release_in_the_top_three(tmp_path: Path) -> None:
+    text = (
+        "nodeA: Test NCCL failure common.cu:1012 "
+        "'internal error - please report this issue to the NCCL developers / '\n"
+    )
+    assert "nccl/nvls-or-algorithm" in class_ids(diagnose_text(tmp_path, text))[:3]
+
+
+def test_a_bare_unhandled_cuda_error_suggests_a_mismatched_build_then_memory_then_the_release(
+    tmp_path: Path,
+) -> None:
+    text = "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)\n"
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:3] == ["config/version-mismatch", "cuda/oom", "nccl/nvls-or-algorithm"]
+    assert d.primary.confidence <= priors().max_confidence
+    assert d.culprit is None
+
+
+PCIE_ONLY_TOPOLOGY = """
+$ nvidia-smi topo -m
+        GPU0    GPU1    GPU2    GPU3    CPU Affinity    NUMA Affinity
+GPU0     X      PIX     SYS     SYS     0-23    0
+GPU1    PIX      X      SYS     SYS     0-23    0
+GPU2    SYS     SYS      X      PXB     24-47   1
+GPU3    SYS     SYS     PXB      X      24-47   1
+"""
+
+
+def test_a_pcie_only_topology_without_any_error_is_read_as_a_p2p_problem(tmp_path: Path) -> None:
+    d = diagnose_text(tmp_path, PCIE_ONLY_TOPOLOGY)
+    assert class_ids(d)[0] == "p2p/pcie-acs"
+    assert d.primary.confidence <= priors().max_confidence
+    assert d.culprit is None
+
+
+def test_a_topology_with_nvlink_is_no_sign_of_a_pcie_only_machine(tmp_path: Path) -> None:
+    text = PCIE_ONLY_TOPOLOGY.replace("GPU1    PIX      X", "GPU1    NV12     X").replace(
+        "GPU0     X      PIX", "GPU0     X      NV12"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] != "p2p/pcie-acs"
+
+
+def test_a_pcie_only_topology_beside_an_error_line_leaves_the_error_in_charge(tmp_path: Path) -> None:
+    text = PCIE_ONLY_TOPOLOGY + (
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
+        "capacity of 23.65 GiB of which 1.12 GiB is free.\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "cuda/oom"
+
+
+def test_an_nccl_feature_switch_without_any_error_points_at_the_feature(tmp_path: Path) -> None:
+    text = "export NCCL_CUMEM_ENABLE=1\nexport NCCL_DEBUG=WARN\ntraining stops after the first step\n"
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[0] == "nccl/nvls-or-algorithm"
+    assert d.primary.confidence <= priors().max_confidence

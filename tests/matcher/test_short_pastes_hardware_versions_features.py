@@ -235,3 +235,20 @@ def test_nvls_bind_failure_hint_text_is_not_a_fabric_manager_report(tmp_path: Pa
     classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "nccl/nvls-or-algorithm"
     assert "system/fabric-manager" in classes[:3]
+
+
+def test_an_illegal_access_caught_by_nccls_allocator_blames_an_earlier_kernel(tmp_path: Path) -> None:
+    text = (
+        "gpu-ws:51120:51188 [2] include/alloc.h:124 NCCL WARN Cuda failure 700 "
+        "'an illegal memory access was encountered'\n"
+        "gpu-ws:51120:51188 [2] NCCL INFO include/alloc.h:245 -> 1\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "cuda/illegal-access"
+
+
+def test_an_illegal_access_caught_at_nccls_kernel_launch_suspects_the_release(tmp_path: Path) -> None:
+    text = (
+        "[2025-05-04 10:00:01] ws-5090:7001:7001 [1] enqueue.cc:1556 NCCL WARN Cuda failure 700 "
+        "'an illegal memory access was encountered'\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "nccl/nvls-or-algorithm"

@@ -176,3 +176,38 @@ def test_socket_system_error_trail_in_a_container_points_at_the_interface(tmp_pa
         "5be1c0a7d2f4:611:705 [1] NCCL INFO bootstrap.cc:285 -> 2\n"
     )
     assert class_ids(diagnose_text(tmp_path, text))[0] == "network/interface-selection"
+
+
+def test_sockets_of_different_transports_point_at_the_ib_transport(tmp_path: Path) -> None:
+    text = (
+        "gpu-b:21033:21190 [3] NCCL INFO NET/IB : No device found.\n"
+        "gpu-b:21033:21190 [3] misc/socket.cc:570 NCCL WARN socketFinalizeAccept: wrong type 3 != 4\n"
+        "[rank11]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+    )
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[0] == "network/ib-rdma"
+
+
+def test_a_bare_system_error_across_hosts_lists_sockets_shared_memory_and_ib(tmp_path: Path) -> None:
+    text = (
+        "node-a:100:100 [0] NCCL INFO Bootstrap : Using eth0:10.20.0.11<0>\n"
+        "node-b:200:200 [0] NCCL INFO Bootstrap : Using eth0:10.20.0.12<0>\n"
+        "RuntimeError: NCCL Error 2: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+    )
+    top3 = class_ids(diagnose_text(tmp_path, text))[:3]
+    assert set(top3) == {"network/interface-selection", "shm/dev-shm", "network/ib-rdma"}
+    assert top3[0] == "network/interface-selection"
+
+
+def test_a_bare_system_error_on_one_host_keeps_the_network_classes_below_shared_memory(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "#  Rank  0 Group  0 Pid   4410 on  box device  0 [0x18] NVIDIA L40S\n"
+        "#  Rank  1 Group  0 Pid   4410 on  box device  1 [0x3b] NVIDIA L40S\n"
+        "box: Test NCCL failure common.cu:1008 'unhandled system error (run with NCCL_DEBUG=INFO) '\n"
+    )
+    ids = class_ids(diagnose_text(tmp_path, text))
+    assert ids[0] == "shm/dev-shm"
+    assert ids.index("network/interface-selection") < ids.index("network/ib-rdma")
