@@ -27,6 +27,8 @@ class SpooledFile:
     path: Path
     size: int
     origin: str
+    # The folder it sits in, kept in the bundle: a pod log's node folder is the host the matcher reads.
+    folder: str = ""
 
 
 def safe_name(name: str) -> str:
@@ -50,6 +52,8 @@ def keep(
     joined = 0
     for spooled in files:
         folder = root / str(incident_id) / hashlib.sha256(spooled.origin.encode()).hexdigest()[:16]
+        if spooled.folder:
+            folder = folder / safe_name(spooled.folder)
         target = folder / safe_name(spooled.name)
         if not target.exists():
             folder.mkdir(parents=True, exist_ok=True)
@@ -85,6 +89,25 @@ def keep_references(store: Any, incident_id: int, paths: Sequence[str], *, occur
         ):
             joined += 1
     return joined
+
+
+def fetched_files(folder: Path) -> list[SpooledFile]:
+    """The log files a job source fetched into `folder` (`<node>/<pod>__<container>.log`), as files to
+    keep: each keeps its node folder, and its origin names the job's file, not the scratch folder."""
+    files = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder)
+        parent = relative.parent.name if relative.parent != Path(".") else ""
+        files.append(
+            SpooledFile(
+                name=path.name,
+                path=path,
+                size=path.stat().st_size,
+                origin=f"fetched:{relative.as_posix()}",
+                folder=parent,
+            )
+        )
+    return files
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.render import slack_incident as render
 from bot.render.slack_text import prose
-from bot.services.bundles import SpooledFile, bundle_logs, keep, keep_references
+from bot.services.bundles import SpooledFile, bundle_logs, fetched_files, keep, keep_references
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.hooks import JobLogs
 from bot.services.outlet import Message, MessageRef, Outlet
@@ -160,6 +160,15 @@ class Throttle:
             log.info("progress edit failed: %s", error)
 
 
+def display_names(task: DiagnoseTask, paths: list[str]) -> dict[str, str]:
+    if task.job is None:
+        return {p: Path(p).name for p in paths}
+    if task.job.fetched_into:
+        scratch = Path(task.job.fetched_into)
+        return {p: Path(p).relative_to(scratch).as_posix() for p in paths if Path(p).is_relative_to(scratch)}
+    return {}
+
+
 @dataclass
 class Diagnoser:
     """Does a DiagnoseTask: everything after the acknowledgement."""
@@ -174,18 +183,23 @@ class Diagnoser:
         """Do `task`; `key` names it in the queue, so a retry after a crash spools to the same place and
         is recognised as the same input (stored once)."""
         folder = self.downloader.spool(key)
+        retried = False
         try:
             self._run(task, folder)
         except (FileProblem, InputError) as problem:
             self._say(task, str(problem))
         except TRANSIENT:
-            raise  # the queue tries again later
+            retried = True
+            raise  # the queue tries again later (with the fetched job logs still there)
         except Exception as error:
             log.exception("diagnosis failed")
             self._say(task, f"Internal error while diagnosing ({type(error).__name__}); it is logged.")
             raise PermanentError(f"{type(error).__name__}: {error}") from error
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+            if task.job is not None and task.job.fetched_into and not retried:
+                # Done with them: what the incident keeps was copied into its bundle.
+                shutil.rmtree(task.job.fetched_into, ignore_errors=True)
 
     def _run(self, task: DiagnoseTask, folder: Path) -> None:
         spooled, problems = self._collect(task, folder)
@@ -223,8 +237,9 @@ class Diagnoser:
             DiagnosisRequest(
                 paths=paths,
                 source="slack",
-                # Spool and bundle paths are the bot's business: evidence shows the file's own name.
-                display_names={p: Path(p).name for p in paths if task.job is None},
+                # Spool, bundle and fetch paths are the bot's business: evidence shows the file's own
+                # name (a fetched pod log with its node folder); a job's own files keep their paths.
+                display_names=display_names(task, paths),
                 job_id=task.job.job_id if task.job else None,
                 cluster=task.job.cluster if task.job else None,
                 database_url=self.settings.database_url,
@@ -245,7 +260,16 @@ class Diagnoser:
                     cap_bytes=self.settings.bundle_keep_bytes,
                     occurrence_id=record.occurrence_id,
                 )
-            if task.job is not None:
+            if task.job is not None and task.job.fetched_into:
+                keep(
+                    self.store,
+                    self.bundle_root,
+                    record.id,
+                    fetched_files(Path(task.job.fetched_into)),
+                    cap_bytes=self.settings.bundle_keep_bytes,
+                    occurrence_id=record.occurrence_id,
+                )
+            elif task.job is not None:
                 keep_references(self.store, record.id, task.job.paths, occurrence_id=record.occurrence_id)
         job = (task.job.name or task.job.job_id) if task.job else None
         placeholder = (
