@@ -100,6 +100,14 @@ CASES: dict[str, tuple[str, str]] = {
         ),
         "system/host-oom",
     ),
+    "sigkill-in-a-chinese-title": (
+        "deepspeed 全量微调 chatglm 返回错误码 -9 是什么原因\n",
+        "system/host-oom",
+    ),
+    "sigkill-from-a-shell-launcher": (
+        ("Loading extension module cpu_adam...\n[launcher] worker 1 exited with code -9\n"),
+        "system/host-oom",
+    ),
     "store-workers-never-joined": (
         (
             "[rank0]: torch.distributed.DistStoreError: Timed out after 301 seconds waiting for"
