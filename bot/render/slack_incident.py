@@ -278,9 +278,10 @@ def oncall_blocks(view: IncidentView) -> list[Block]:
     return kit.fit(blocks)[0]
 
 
-def repeat_blocks(view: IncidentView, *, job: str | None = None) -> list[Block]:
-    """Posted in the incident's thread when the same fingerprint comes back."""
-    what = f"Seen again ({view.occurrences}× now)"
+def repeat_blocks(view: IncidentView, *, job: str | None = None, ordinal: int | None = None) -> list[Block]:
+    """Posted in the incident's thread when the same fingerprint comes back (`ordinal`: which
+    occurrence this note is for; the incident's count when not given)."""
+    what = f"Seen again ({ordinal or view.occurrences}× now)"
     if job:
         what += f" in job {inline_code(job, 120)}"
     line = [what]
@@ -307,7 +308,7 @@ def placeholder(
     what = f"{ranks} ranks" if ranks else f"{files} file" + ("s" if files != 1 else "")
     text = f":hourglass_flowing_sand: Reading {human_bytes(total_bytes)} from {what}…"
     if queued:
-        text += f" (queued: {queued} diagnosis{'es' if queued != 1 else ''} ahead)"
+        text += f" (queued: {queued} {'diagnosis' if queued == 1 else 'diagnoses'} ahead)"
     return text, [kit.section(text)]
 
 

@@ -27,6 +27,8 @@ class SpooledFile:
     path: Path
     size: int
     origin: str
+    # The folder it sits in, kept in the bundle: a pod log's node folder is the host the matcher reads.
+    folder: str = ""
 
 
 def safe_name(name: str) -> str:
@@ -35,18 +37,34 @@ def safe_name(name: str) -> str:
     return cleaned[:200]
 
 
-def keep(store: Any, root: Path, incident_id: int, files: Sequence[SpooledFile], *, cap_bytes: int) -> int:
-    """Copy `files` into the incident's bundle under `root` and record them; forget the oldest kept
-    files beyond `cap_bytes` in all. Returns how many files joined (a file already there joins once)."""
+def keep(
+    store: Any,
+    root: Path,
+    incident_id: int,
+    files: Sequence[SpooledFile],
+    *,
+    cap_bytes: int,
+    occurrence_id: int | None = None,
+) -> int:
+    """Copy `files` into the incident's bundle under `root` and record them for `occurrence_id` (the
+    diagnosis they were read for); forget the oldest kept files beyond `cap_bytes` in all. Returns how
+    many files joined (a file already there joins once)."""
     joined = 0
     for spooled in files:
         folder = root / str(incident_id) / hashlib.sha256(spooled.origin.encode()).hexdigest()[:16]
+        if spooled.folder:
+            folder = folder / safe_name(spooled.folder)
         target = folder / safe_name(spooled.name)
         if not target.exists():
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(spooled.path, target)
         if store.add_incident_file(
-            incident_id, name=target.name, path=str(target), size_bytes=spooled.size, origin=spooled.origin
+            incident_id,
+            name=target.name,
+            path=str(target),
+            size_bytes=spooled.size,
+            origin=spooled.origin,
+            occurrence_id=occurrence_id,
         ):
             joined += 1
     for path in store.prune_incident_files(cap_bytes):
@@ -54,9 +72,57 @@ def keep(store: Any, root: Path, incident_id: int, files: Sequence[SpooledFile],
     return joined
 
 
-def bundle_paths(store: Any, incident_id: int) -> list[str]:
-    """The kept files of an incident that are still on disk."""
-    return [f.path for f in store.incident_files(incident_id) if Path(f.path).is_file()]
+def keep_references(store: Any, incident_id: int, paths: Sequence[str], *, occurrence_id: int | None) -> int:
+    """Record a job's own log paths (files or folders, where the job source found them) with the
+    incident's bundle, without copying them: a job's logs can be gigabytes and stay where they are, and a
+    thread re-run reads them there next to the files added later. Returns how many joined."""
+    joined = 0
+    for path in paths:
+        if store.add_incident_file(
+            incident_id,
+            name=Path(path).name or path,
+            path=path,
+            size_bytes=0,
+            origin=f"job:{path}",
+            occurrence_id=occurrence_id,
+            external=True,
+        ):
+            joined += 1
+    return joined
+
+
+def fetched_files(folder: Path) -> list[SpooledFile]:
+    """The log files a job source fetched into `folder` (`<node>/<pod>__<container>.log`), as files to
+    keep: each keeps its node folder, and its origin names the job's file, not the scratch folder."""
+    files = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder)
+        parent = relative.parent.name if relative.parent != Path(".") else ""
+        files.append(
+            SpooledFile(
+                name=path.name,
+                path=path,
+                size=path.stat().st_size,
+                origin=f"fetched:{relative.as_posix()}",
+                folder=parent,
+            )
+        )
+    return files
+
+
+@dataclass(frozen=True, slots=True)
+class BundleLogs:
+    """What a re-run of an incident reads, and the occurrence it refines."""
+
+    occurrence_id: int | None
+    paths: list[str]
+
+
+def bundle_logs(store: Any, incident_id: int) -> BundleLogs:
+    """The incident's bundle files that are still there (a kept copy, or a job's own file or folder)."""
+    bundle = store.bundle(incident_id)
+    paths = [f.path for f in bundle.files if Path(f.path).is_file() or (f.external and Path(f.path).is_dir())]
+    return BundleLogs(occurrence_id=bundle.occurrence_id, paths=paths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +142,7 @@ def export_feedback(store: Any, directory: Path) -> ExportSummary:
         if label is None:
             skipped.append(f"incident {summary.id}: marked wrong without the right class")
             continue
-        present = [f for f in files if Path(f.path).is_file()]
+        present = [f for f in files if Path(f.path).is_file()]  # a job's own folder is not copied
         if not present:
             skipped.append(f"incident {summary.id}: no log files kept")
             continue

@@ -35,6 +35,11 @@ class DiagnosisRequest:
     # Names to show instead of paths that mean nothing to the reader (a chat upload's spool file):
     # path -> name, applied to evidence sources before the diagnosis is shown or stored.
     display_names: Mapping[str, str] = field(default_factory=dict)
+    # An occurrence this diagnosis replaces (its bundle re-run with more files): refined, not counted.
+    refines: int | None = None
+    # The server's front ends work from a durable queue: a database that cannot be reached is raised
+    # (the task is retried once it is back) instead of becoming a warning beside an unstored diagnosis.
+    raise_store_outage: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,8 @@ def diagnose_and_record(request: DiagnosisRequest) -> DiagnosisOutcome:
         job_id=request.job_id,
         cluster=request.cluster,
         database_url=request.database_url,
+        refines=request.refines,
+        raise_outage=request.raise_store_outage,
     )
     if incident is not None and not incident.duplicate:
         record_unrecognised_lines(request, diagnosis, incident.occurrence_id)
@@ -160,22 +167,32 @@ def record_diagnosis(
     job_id: str | None = None,
     cluster: str | None = None,
     database_url: str | None = None,
+    refines: int | None = None,
+    raise_outage: bool = False,
 ) -> tuple[Any | None, str | None]:
-    """Store one diagnosis; returns (IncidentRecord, None) or (None, why it was not stored).
+    """Store one diagnosis (or, with `refines`, replace that occurrence's); returns (IncidentRecord,
+    None) or (None, why it was not stored).
 
     Whatever goes wrong with the database (a data directory that cannot be created, a driver that is not
     installed, a URL it cannot parse, a value it refuses, a corrupt file) must not hide the diagnosis, so
-    every error becomes the warning (its reason is one line, credentials masked)."""
+    every error becomes the warning (its reason is one line, credentials masked), except, with
+    `raise_outage`, a database that cannot be reached (raised: the caller retries)."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
     from bot.store import Store
     from bot.store.engine import database_error_reason
 
     try:
         with Store.open(database_url) as store:
+            if refines is not None:
+                return store.refine_occurrence(refines, diagnosis, input_digest=input_digest), None
             record = store.record_diagnosis(
                 diagnosis, source=source, job_id=job_id, cluster=cluster, input_digest=input_digest
             )
             return record, None
     except Exception as error:
+        if raise_outage and isinstance(error, (OperationalError, InterfaceError)):
+            raise
         reason = f"diagnosis not stored: {database_error_reason(error)}"
         log.warning("%s", reason)
         return None, reason

@@ -9,6 +9,7 @@ end says Drain is not configured.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,10 @@ class JobLogs:
     name: str | None = None
     nodes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # A folder the bot fetched the logs into (Kubernetes pod logs), None when they are the job's own
+    # files where they lie (Slurm, a log folder). Its files become copies in the incident's bundle,
+    # within the bundle's size bound, and the folder is removed once the diagnosis is done.
+    fetched_into: str | None = None
 
 
 class JobSources(Protocol):
@@ -76,13 +81,17 @@ class ConfiguredJobSources:
         self.settings = settings
 
     def fetch(self, job_id: str, cluster: str | None) -> JobLogs:
-        scratch = Path(tempfile.mkdtemp(prefix="ncclbot-job-", dir=self.settings.spool_dir))
+        spool = self.settings.spool_dir
+        if spool is not None:
+            Path(spool).mkdir(parents=True, exist_ok=True)  # the Slack downloads may not have made it yet
+        scratch = Path(tempfile.mkdtemp(prefix="ncclbot-job-", dir=spool))
         try:
             fetched = fetch_job_logs(self.settings, JobRef(job_id, cluster), scratch)
         except JobError as error:
-            scratch.rmdir()
+            shutil.rmtree(scratch, ignore_errors=True)  # what a failed fetch wrote before it failed
             raise JobNotFound(str(error)) from None
-        if not any(scratch.iterdir()):
+        wrote = any(scratch.iterdir())
+        if not wrote:
             scratch.rmdir()  # the source pointed at files where they are (Slurm, a log folder)
         info = fetched.info
         return JobLogs(
@@ -97,6 +106,7 @@ class ConfiguredJobSources:
                 "source": info.source,
                 "notes": list(info.notes),
             },
+            fetched_into=str(scratch) if wrote else None,
         )
 
 

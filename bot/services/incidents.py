@@ -19,6 +19,7 @@ from bot.render.slack_incident import IncidentView
 from bot.render.slack_text import inline_code, prose
 from bot.services.hooks import ActionResult, ClusterActions
 from bot.services.outlet import Message, MessageRef, Outlet
+from bot.services.posting import post_once
 from bot.services.publish import incident_message, view_for
 from matcher.taxonomy import CLASSES
 
@@ -88,17 +89,20 @@ class IncidentActions:
         run: Callable[[str], dict[str, Any]],
         *,
         channel: str | None = None,
+        key: str | None = None,
     ) -> dict[str, Any]:
         """Run `run(node)` (the probe, returning its JSON result) and post the verdict and busbw table in
-        the incident's thread (or in `channel` for `/nccl probe`)."""
+        the incident's thread (or in `channel` for `/nccl probe`); with `key`, posted once however often
+        this is retried."""
         result = run(node)
         title, blocks = slack_replies.probe_blocks(result, node=node, requested_by=who)
         message = Message(text=title, blocks=tuple(blocks))
         where = self.message_of(incident_id) if incident_id is not None else None
-        if where is not None:
-            self.outlet.post(where.channel, message, thread=where)
-        elif channel is not None:
-            self.outlet.post(channel, message)
+        target, thread = (where.channel, where) if where is not None else (channel, None)
+        if target is not None and key is not None:
+            post_once(self.outlet, self.store, f"{key}:verdict", target, message, thread=thread)
+        elif target is not None:
+            self.outlet.post(target, message, thread=thread)
         self.store.audit(
             who, "probe", incident_id=incident_id, detail={"node": node, "verdict": result.get("verdict")}
         )

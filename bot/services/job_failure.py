@@ -13,9 +13,13 @@ is recorded with the message, so a retried or re-sent event, or one taken over a
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +76,20 @@ class Diagnosed:
     job_name: str | None = None
 
 
+@contextmanager
+def scratch_for(key: str, what: str) -> Iterator[str]:
+    """An empty folder for one event's logs, the same for every attempt at the same event: the files keep
+    their paths, so a retry after a crash is recognised as the same input (stored once, not counted as a
+    repeat of itself). Removed afterwards."""
+    folder = Path(tempfile.gettempdir()) / f"ncclbot-{what}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+    shutil.rmtree(folder, ignore_errors=True)  # what a crashed attempt left
+    folder.mkdir(mode=0o700)
+    try:
+        yield str(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def under_roots(path: str, roots: list[Path]) -> bool:
     """True when `path`, links resolved, lies inside one of `roots` (links cannot lead out)."""
     real = Path(os.path.realpath(path))
@@ -115,7 +133,7 @@ class JobFailureService:
         if failure.diagnosis is not None:
             return Diagnosed(self._precomputed(failure, failure.diagnosis), None)
         if failure.logs:
-            with tempfile.TemporaryDirectory(prefix="ncclbot-webhook-") as scratch:
+            with scratch_for(failure.key, "webhook") as scratch:
                 paths = []
                 for name, content in failure.logs:
                     target = Path(scratch) / name
@@ -132,7 +150,7 @@ class JobFailureService:
 
     def _from_source(self, failure: JobFailure, *, final: bool) -> Diagnosed:
         ref = JobRef(failure.job_id, failure.cluster)
-        with tempfile.TemporaryDirectory(prefix="ncclbot-job-") as scratch:
+        with scratch_for(failure.key, "job") as scratch:
             try:
                 fetched = fetch_job_logs(self.settings, ref, Path(scratch))
             except JobNotFound as error:
@@ -153,6 +171,7 @@ class JobFailureService:
                     job_id=failure.job_id,
                     cluster=failure.cluster,
                     database_url=self.settings.database_url,
+                    raise_store_outage=True,  # retried once the database is back, never posted unstored
                 )
             )
         except InputError as error:
@@ -169,6 +188,7 @@ class JobFailureService:
             job_id=failure.job_id,
             cluster=failure.cluster,
             database_url=self.settings.database_url,
+            raise_outage=True,
         )
         return DiagnosisOutcome(diagnosis, runbook, digest, incident=incident, store_warning=warning)
 

@@ -6,7 +6,8 @@ Rules
 - A new incident gets a top-level message (a top-level placeholder becomes it), then the evidence and
   runbook steps in its thread (a full report file too when they do not fit a message).
 - Another diagnosis of the same job, or of the same incident, edits that message.
-- A repeat of the same fingerprint posts "seen again" in the incident's thread and bumps its counter.
+- A repeat of the same fingerprint posts "seen again" in the incident's thread and bumps its counter;
+  notes go out in the order the occurrences were recorded, each once, even after an outage.
 - A placeholder posted elsewhere (in the asker's thread) becomes a one-line result that links the
   incident's message.
 Each post goes through `post_once` with an idempotency key, so a retried publication (a worker died, Slack
@@ -130,8 +131,9 @@ def publish_diagnosis(
         if target is None and detail.job_id:
             earlier = store.message_for_job(detail.job_id, detail.summary.cluster)
             target = MessageRef(*earlier) if earlier else None
-        # A re-run with more files (`edit`) is the same failure seen better, not a recurrence.
-        repeat = not record.new_incident and not record.duplicate and edit is None
+        # A re-run with more files (`edit`, `refined`) is the same failure seen better, not a recurrence.
+        notes = [] if edit is not None or record.refined else store.repeat_notes(record.id)
+        repeat = any(note.occurrence_id == record.occurrence_id for note in notes)
 
         if target is not None:
             outlet.update(target, incident_message(view))
@@ -139,16 +141,7 @@ def publish_diagnosis(
                 store.set_slack_message(record.id, target.channel, target.ts)
             if own != target or record.duplicate:  # a retried publication may have stopped before them
                 _post_details(outlet, store, target, view)
-            if repeat:
-                seen_again = Message(text="Seen again", blocks=tuple(render.repeat_blocks(view, job=job)))
-                post_once(
-                    outlet,
-                    store,
-                    f"occurrence:{record.occurrence_id}",
-                    target.channel,
-                    seen_again,
-                    thread=target,
-                )
+            _post_repeat_notes(outlet, store, target, view, notes, this=record.occurrence_id, job=job)
             _finish_placeholder(outlet, placeholder, target, view)
             return Published(message=target, view=view, new_message=False, repeat=repeat)
 
@@ -159,8 +152,37 @@ def publish_diagnosis(
             message = post_once(outlet, store, f"incident:{record.id}", channel, incident_message(view))
         store.set_slack_message(record.id, message.channel, message.ts)
         _post_details(outlet, store, message, view)
+        _post_repeat_notes(outlet, store, message, view, notes, this=record.occurrence_id, job=job)
         _finish_placeholder(outlet, placeholder, message, view)
         return Published(message=message, view=view, new_message=True, repeat=repeat)
+
+
+def _post_repeat_notes(
+    outlet: Outlet,
+    store: Any,
+    message: MessageRef,
+    view: IncidentView,
+    notes: list[Any],
+    *,
+    this: int,
+    job: str | None,
+) -> None:
+    """A "seen again" note per repeat occurrence, oldest first, each once (keyed by its occurrence).
+
+    Every publication posts the notes still missing, not only its own: when Slack was down, or a
+    retried diagnosis recorded nothing new, notes still appear, and in the order the occurrences were
+    recorded, whichever publication gets through first."""
+    for note in notes:
+        shown_job = job if note.occurrence_id == this else note.job_id
+        blocks = render.repeat_blocks(view, job=shown_job, ordinal=note.ordinal)
+        post_once(
+            outlet,
+            store,
+            f"occurrence:{note.occurrence_id}",
+            message.channel,
+            Message(text="Seen again", blocks=tuple(blocks)),
+            thread=message,
+        )
 
 
 def _post_details(outlet: Outlet, store: Any | None, message: MessageRef, view: IncidentView) -> None:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot import logs
@@ -31,6 +31,18 @@ class PermanentError(Exception):
     """The item cannot succeed however often it is tried (bad payload, unknown job)."""
 
 
+def is_outage(error: BaseException) -> bool:
+    """A dependency is down, not the item at fault (retried however long it takes, without using up its
+    attempts): an HTTP API answering 429 or 5xx (Slack's client errors carry the response), a connection
+    that fails, a database that cannot be reached."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return status == 429 or status >= 500
+    return isinstance(error, (OSError, OperationalError, InterfaceError))
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     first: float = 2.0
@@ -40,6 +52,12 @@ class Backoff:
 
     def delay(self, attempts: int) -> timedelta:
         seconds = min(self.cap, self.first * self.factor ** max(0, attempts - 1))
+        return timedelta(seconds=seconds * (1 + random.uniform(-self.jitter, self.jitter)))
+
+    def outage_delay(self, waiting: timedelta) -> timedelta:
+        """During an outage an item's attempts do not grow, so the pause grows with how long it has
+        waited: a quarter of that, between `first` and `cap` (a long outage is polled gently)."""
+        seconds = min(self.cap, max(self.first, waiting.total_seconds() / 4))
         return timedelta(seconds=seconds * (1 + random.uniform(-self.jitter, self.jitter)))
 
 
@@ -63,6 +81,7 @@ class QueueWorker:
         poll_interval: float = 0.5,
         backoff: Backoff | None = None,
         identity: str | None = None,
+        outage: Callable[[Exception], bool] | None = None,
     ) -> None:
         self.queue = queue
         self.handlers = dict(handlers)
@@ -71,6 +90,9 @@ class QueueWorker:
         self.poll_interval = poll_interval
         self.backoff = backoff or Backoff()
         self.identity = identity or worker_id()
+        # Failures that are nobody's fault but a dependency's (Slack or the database down): retried
+        # without using up the item's attempts.
+        self.outage = outage or (lambda _error: False)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -127,17 +149,25 @@ class QueueWorker:
             self.queue.retry(item.id, self.identity, str(error), delay=timedelta(0), permanent=True)
             return
         except Exception as error:  # any failure is retried later; the item is never dropped
-            delay = self.backoff.delay(item.attempts)
+            outage = self.outage(error)
+            waited = datetime.now(UTC) - item.created_at.replace(tzinfo=item.created_at.tzinfo or UTC)
+            delay = self.backoff.outage_delay(waited) if outage else self.backoff.delay(item.attempts)
             log.warning(
-                "work item %s (%s %s) failed (attempt %d), retrying in %.0f s: %s",
+                "work item %s (%s %s) failed (%s), retrying in %.0f s: %s",
                 item.id,
                 item.kind,
                 item.key,
-                item.attempts,
+                "an outage" if outage else f"attempt {item.attempts}",
                 delay.total_seconds(),
                 error,
             )
-            self.queue.retry(item.id, self.identity, f"{type(error).__name__}: {error}", delay=delay)
+            self.queue.retry(
+                item.id,
+                self.identity,
+                f"{type(error).__name__}: {error}",
+                delay=delay,
+                consume_attempt=not outage,
+            )
             return
         if not self.queue.complete(item.id, self.identity, result):
             log.warning("work item %s finished after its lease was taken over", item.id)

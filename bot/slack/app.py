@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import platformdirs
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 
 from bot.logs import ContextThreadPoolExecutor
 from bot.services.hooks import cluster_actions, job_sources
@@ -18,7 +19,13 @@ from bot.slack.client import make_client
 from bot.slack.deps import SlackDeps
 from bot.slack.files import Downloader
 from bot.slack.listeners import actions, commands, events, home, shortcuts, views
-from bot.slack.middleware import AdminPolicy, drop_repeated_events
+from bot.slack.middleware import (
+    DATABASE_DOWN,
+    AdminPolicy,
+    drop_repeated_events,
+    refuse_replays,
+    unavailable,
+)
 from bot.slack.outlet import SlackOutlet
 from bot.slack.work import Diagnoser
 
@@ -65,7 +72,7 @@ def build_deps(settings: Settings, store: object, outlet: Outlet | None = None) 
     )
 
 
-def build_app(deps: SlackDeps) -> App:
+def build_app(deps: SlackDeps, *, listener_executor: Any = None) -> App:
     secret = deps.settings.slack_signing_secret
     app = App(
         name="ncclbot",
@@ -75,9 +82,23 @@ def build_app(deps: SlackDeps) -> App:
         token_verification_enabled=False,
         # Listeners run after the ack, in these threads: the copied context keeps the request id, so the
         # work they queue is logged under the id of the Slack request that asked for it.
-        listener_executor=ContextThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
+        listener_executor=listener_executor
+        or ContextThreadPoolExecutor(LISTENER_THREADS, thread_name_prefix="slack-listener"),
     )
-    app.middleware(drop_repeated_events(deps.store))
+    app.middleware(refuse_replays(deps.store, deps.client))
+    app.middleware(drop_repeated_events(deps.store, deps.client, queued=events.brings_logs))
     for surface in SURFACES:
         surface.register(app, deps)
+
+    @app.error
+    def database_down(
+        error: Exception, body: dict[str, Any], response: BoltResponse | None
+    ) -> BoltResponse | None:
+        """A listener that could not reach the database answers like the intake does (see middleware)."""
+        if isinstance(error, DATABASE_DOWN) and response is not None:
+            log.warning("database unavailable while answering Slack: %s", type(error).__name__)
+            return unavailable(body, deps.client)
+        log.error("Slack listener failed: %s: %s", type(error).__name__, error, exc_info=error)
+        return None
+
     return app

@@ -1,27 +1,42 @@
 """What every listener shares: settings, the Web API client, the outlet, the store, the durable
-background work, the incident actions, the admin policy and the job sources; `start_diagnosis`, the one
-way a request with files becomes a placeholder plus a queued task; and the handlers of the queued tasks."""
+background work, the incident actions, the admin policy and the job sources; `accept`, the one way a
+request with files is committed before it is acknowledged, and `start_diagnosis`, the one way it becomes
+a placeholder plus a queued diagnosis; and the handlers of the queued tasks.
+
+Every post a task makes goes through post_once under a key derived from its queue key, so a task taken
+over after a crash, or retried after an outage, never posts twice."""
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 
+from bot.render import slack_blocks as kit
 from bot.render import slack_incident as render
-from bot.services.hooks import JobLogs, JobNotFound, JobSources
+from bot.services.hooks import JobNotFound, JobSources
 from bot.services.incidents import ActionError, IncidentActions
 from bot.services.outlet import Message, MessageRef, Outlet
-from bot.services.worker import Handler, PermanentError
+from bot.services.posting import post_once
+from bot.services.worker import Handler, PermanentError, is_outage
 from bot.settings import Settings
 from bot.slack.files import SharedFile
 from bot.slack.middleware import AdminPolicy
-from bot.slack.work import DIAGNOSE, JOB, PROBE, Background, Diagnoser, DiagnoseTask
+from bot.slack.work import (
+    DIAGNOSE,
+    EVENT,
+    JOB,
+    PROBE,
+    REQUEST,
+    Background,
+    Diagnoser,
+    DiagnoseTask,
+)
 
 log = logging.getLogger("ncclbot.slack")
 
@@ -42,60 +57,81 @@ class SlackDeps:
         self.background = Background(
             self.store,
             self.handlers(),
+            intake=self.intake_handlers(),
             threads=self.settings.diagnosis_concurrency,
             lease=timedelta(seconds=self.settings.work_lease_s),
         )
 
     def handlers(self) -> dict[str, Handler]:
         return {
-            DIAGNOSE: lambda item: self.diagnoser.run(DiagnoseTask.from_payload(item.payload)),
-            PROBE: lambda item: self._probe_task(item.payload),
-            JOB: lambda item: self._job_task(item.payload),
+            DIAGNOSE: lambda item: self.diagnoser.run(DiagnoseTask.from_payload(item.payload), item.key),
+            PROBE: lambda item: self._probe_task(item.key, item.payload),
+            JOB: lambda item: self._job_task(item.key, item.payload),
         }
 
-    def start_diagnosis(
+    def intake_handlers(self) -> dict[str, Handler]:
+        from bot.slack.listeners.events import take_message
+
+        return {
+            EVENT: lambda item: take_message(self, item.payload["event"]),
+            REQUEST: lambda item: self._request_task(item.key, item.payload),
+        }
+
+    def _request_task(self, key: str, payload: dict[str, Any]) -> None:
+        self.start_diagnosis(DiagnoseTask.from_payload(payload), key=key)
+
+    def accept(
         self,
+        key: str,
         channel: str,
         *,
         thread: MessageRef | None,
         user: str | None,
         files: Sequence[SharedFile] = (),
         pasted: str | None = None,
-        job: JobLogs | None = None,
         incident_id: int | None = None,
         edit: MessageRef | None = None,
-        placeholder: MessageRef | None = None,
-        key: str | None = None,
-    ) -> MessageRef | None:
-        """Post the placeholder ("Reading 30 MB from 2 files…", in `thread` when given) unless one is
-        given, and commit the diagnosis to the work queue under `key` (the request's own id: the same
-        request accepted twice is one task); returns the placeholder. Fast: no download happens here."""
-        if placeholder is None:
-            count = len(files) + (1 if pasted else 0)
-            size = sum(f.size for f in files) + len((pasted or "").encode())
-            text, blocks = render.placeholder(files=count, total_bytes=size, queued=self.background.ahead())
-            try:
-                placeholder = self.outlet.post(
-                    channel, Message(text=text, blocks=tuple(blocks)), thread=thread
-                )
-            except Exception as error:  # Slack is down: the diagnosis still runs and posts when it can
-                log.warning(
-                    "placeholder not posted (%s); the result will be posted when Slack answers", error
-                )
+    ) -> None:
+        """Commit a request that brings logs (a form, a shortcut) under `key`, the request's own id;
+        call it before acknowledging, so that an acknowledged request is never lost. An intake worker
+        then posts its placeholder and queues its diagnosis (`start_diagnosis`)."""
         task = DiagnoseTask(
             channel=channel,
-            placeholder=placeholder,
+            placeholder=None,
             placeholder_top_level=thread is None,
             thread=thread,
             user=user,
             files=tuple(files),
             pasted=pasted,
-            job=job,
             incident_id=incident_id,
             edit=edit,
         )
-        group = f"incident:{incident_id}" if incident_id is not None else None
-        self.background.submit(DIAGNOSE, key or f"request:{uuid.uuid4().hex}", task.to_payload(), group=group)
+        self.background.submit(REQUEST, key, task.to_payload())
+
+    def start_diagnosis(self, task: DiagnoseTask, *, key: str) -> MessageRef | None:
+        """Post the task's placeholder ("Reading 30 MB from 2 files…", in its thread when it has one)
+        unless it has one, and queue the diagnosis under `key`. Both happen once however often this runs
+        for the same key (a retry after a crash): the placeholder is posted through post_once and the
+        queue is idempotent. Returns the placeholder (None when Slack refused it: an outage)."""
+        placeholder = task.placeholder
+        if placeholder is None:
+            count = len(task.files) + (1 if task.pasted else 0)
+            size = sum(f.size for f in task.files) + len((task.pasted or "").encode())
+            text, blocks = render.placeholder(files=count, total_bytes=size, queued=self.background.ahead())
+            message = Message(text=text, blocks=tuple(blocks))
+            try:
+                placeholder = post_once(
+                    self.outlet, self.store, f"placeholder:{key}", task.channel, message, thread=task.thread
+                )
+            except SlackApiError as error:
+                if is_outage(error):
+                    raise  # Slack is down: tried again (the asker's thread gets its placeholder then)
+                # Refused (the bot is not in the channel...): the diagnosis still runs and says so.
+                log.warning("placeholder not posted (%s); the result will be posted when it can", error)
+        group = f"incident:{task.incident_id}" if task.incident_id is not None else None
+        self.background.submit(
+            DIAGNOSE, key, replace(task, placeholder=placeholder).to_payload(), group=group
+        )
         return placeholder
 
     def queue_probe(
@@ -104,49 +140,59 @@ class SlackDeps:
         payload = {"node": node, "user": user, "incident": incident_id, "channel": channel}
         self.background.submit(PROBE, key, payload)
 
-    def queue_job(
-        self, key: str, job_id: str, cluster: str | None, *, channel: str, user: str, placeholder: MessageRef
-    ) -> None:
-        payload = {
-            "job_id": job_id,
-            "cluster": cluster,
-            "channel": channel,
-            "user": user,
-            "placeholder": {"channel": placeholder.channel, "ts": placeholder.ts},
-        }
+    def queue_job(self, key: str, job_id: str, cluster: str | None, *, channel: str, user: str) -> None:
+        """Commit `/nccl diagnose <job-id>` (before it is acknowledged); its worker posts the placeholder."""
+        payload = {"job_id": job_id, "cluster": cluster, "channel": channel, "user": user}
         self.background.submit(JOB, key, payload)
 
-    def _probe_task(self, payload: dict[str, Any]) -> None:
+    def _probe_task(self, key: str, payload: dict[str, Any]) -> None:
+        incident = payload.get("incident")
+        if incident is not None:
+            where = self.actions.message_of(incident)
+            if where is not None:
+                text = f":stethoscope: Running the probe on {render.inline_code(payload['node'], 120)}…"
+                post_once(
+                    self.outlet, self.store, f"{key}:started", where.channel, Message(text=text), thread=where
+                )
         try:
             self.actions.probe(
-                payload.get("incident"),
+                incident,
                 payload["node"],
                 payload["user"],
                 self.probe,
                 channel=payload.get("channel"),
+                key=key,
             )
         except ActionError as error:
             raise PermanentError(str(error)) from error
 
-    def _job_task(self, payload: dict[str, Any]) -> None:
+    def _job_task(self, key: str, payload: dict[str, Any]) -> None:
         """Fetch a job's logs through the job sources, then diagnose them like any upload."""
-        placeholder = MessageRef(**payload["placeholder"])
+        job_id, channel = str(payload["job_id"]), str(payload["channel"])
+        text = f":hourglass_flowing_sand: Fetching the logs of job {render.inline_code(job_id, 80)}…"
+        placeholder = post_once(
+            self.outlet,
+            self.store,
+            f"placeholder:{key}",
+            channel,
+            Message(text=text, blocks=(kit.section(text),)),
+        )
         if self.jobs is None:
             raise PermanentError("job sources are not configured")
         try:
-            logs = self.jobs.fetch(payload["job_id"], payload.get("cluster"))
+            logs = self.jobs.fetch(job_id, payload.get("cluster"))
         except JobNotFound as error:
             line, blocks = render.problem(str(error))
             self.outlet.update(placeholder, Message(text=line, blocks=tuple(blocks)))
             return
         task = DiagnoseTask(
-            channel=payload["channel"],
+            channel=channel,
             placeholder=placeholder,
             placeholder_top_level=True,
             user=payload["user"],
             job=logs,
         )
-        self.diagnoser.run(task)
+        self.diagnoser.run(task, key)
 
     def probe(self, node: str) -> dict[str, Any]:
         """The configured probe on one node; its JSON result (failed, with the reason, when it could

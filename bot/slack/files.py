@@ -10,6 +10,7 @@ HTML login page instead of the file, a file type that is no log.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import tempfile
 import urllib.error
 import urllib.request
@@ -69,6 +70,11 @@ class FileProblem(Exception):
     """A shared file that cannot be read; `str()` is one line for a person."""
 
 
+class SlackUnavailable(OSError):
+    """Slack's file host failed or could not be reached: not the file's fault, so the task is retried
+    (an OSError, one of the outages bot.slack.work retries)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SharedFile:
     """What an event or shortcut says about a file before it is fetched."""
@@ -79,10 +85,13 @@ class SharedFile:
 
     @classmethod
     def from_payload(cls, item: dict[str, Any]) -> SharedFile:
+        """From an event's or shortcut's file object; a size it does not state as a number is 0 (the
+        size that counts is what files.info says and what the download brings)."""
+        size = item.get("size")
         return cls(
             id=str(item.get("id", "")),
             name=str(item.get("name") or item.get("title") or "log"),
-            size=int(item.get("size") or 0),
+            size=size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0,
         )
 
 
@@ -117,12 +126,18 @@ class Downloader:
         self.spool_dir = spool_dir
         self._opener = urllib.request.build_opener(_NoRedirects(), urllib.request.ProxyHandler({}))
 
-    def spool(self) -> Path:
-        """A fresh folder for one request's files."""
-        base = self.spool_dir
-        if base is not None:
-            base.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix="ncclbot-slack-", dir=base))
+    def spool(self, key: str = "") -> Path:
+        """An empty folder for one request's files. With `key` (the queued task's), always the same
+        folder for the same task: a retry after a crash reads its files under the same names, so the
+        diagnosis is recognised as the same input and stored once."""
+        base = self.spool_dir if self.spool_dir is not None else Path(tempfile.gettempdir())
+        base.mkdir(parents=True, exist_ok=True)
+        if not key:
+            return Path(tempfile.mkdtemp(prefix="ncclbot-slack-", dir=base))
+        folder = base / f"ncclbot-slack-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+        shutil.rmtree(folder, ignore_errors=True)  # what a crashed attempt left
+        folder.mkdir(mode=0o700)
+        return folder
 
     def fetch(self, shared: SharedFile, folder: Path) -> SpooledFile:
         info = self._info(shared)
@@ -154,6 +169,8 @@ class Downloader:
         try:
             response = self.client.files_info(file=shared.id)
         except SlackApiError as error:
+            if error.response.status_code == 429 or error.response.status_code >= 500:
+                raise  # Slack is down or busy: the task is tried again later, the file is not refused
             reason = error.response.get("error", "error")
             raise FileProblem(f"cannot read {safe_name(shared.name)} from Slack ({reason})") from None
         return dict(response.get("file") or {})
@@ -180,10 +197,16 @@ class Downloader:
         except FileProblem:
             target.unlink(missing_ok=True)
             raise
+        except urllib.error.HTTPError as error:
+            target.unlink(missing_ok=True)
+            if error.code == 429 or error.code >= 500:
+                raise SlackUnavailable(f"downloading {shown}: Slack answered {error.code}") from None
+            raise FileProblem(f"downloading {shown} failed: {error.reason}") from None
         except (urllib.error.URLError, OSError, TimeoutError) as error:
+            # The file host cannot be reached (Slack down, the network): tried again later.
             target.unlink(missing_ok=True)
             reason = getattr(error, "reason", None) or error
-            raise FileProblem(f"downloading {shown} failed: {reason}") from None
+            raise SlackUnavailable(f"downloading {shown} failed: {reason}") from None
 
 
 def _login_page(shown: str) -> str:

@@ -29,7 +29,13 @@ def blueprint(app: App) -> Blueprint:
     def slack_events() -> Response:
         if (request.content_length or 0) > MAX_EVENT_BYTES:
             return Response("payload too large", status=413)
-        return handler.handle(request)
+        try:
+            return handler.handle(request)
+        except (ValueError, TypeError, AttributeError, KeyError) as error:
+            # bolt parses the body before it checks the signature, and a body that is not one of
+            # Slack's shapes (a bare JSON number, a payload that is not JSON) fails there: not Slack.
+            log.warning("refused a malformed Slack request: %s", type(error).__name__)
+            return Response("malformed request", status=400)
 
     return routes
 

@@ -25,12 +25,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.render import slack_incident as render
 from bot.render.slack_text import prose
-from bot.services.bundles import SpooledFile, bundle_paths, keep
+from bot.services.bundles import SpooledFile, bundle_logs, fetched_files, keep, keep_references
 from bot.services.diagnose import DiagnosisRequest, diagnose_and_record
 from bot.services.hooks import JobLogs
 from bot.services.outlet import Message, MessageRef, Outlet
 from bot.services.publish import Placeholder, publish_diagnosis
-from bot.services.worker import Handler, PermanentError, QueueWorker
+from bot.services.worker import Handler, PermanentError, QueueWorker, is_outage
 from bot.settings import Settings
 from bot.slack.files import Downloader, FileProblem, SharedFile, write_pasted
 from bot.store.queue import DEFAULT_LEASE, WorkQueue
@@ -38,11 +38,16 @@ from matcher.model import InputError
 
 log = logging.getLogger("ncclbot.slack.work")
 
-# Work item kinds of the Slack front end.
+# Work item kinds of the Slack front end. Intake: what a request becomes before Slack is answered.
+EVENT = "slack.event"  # an event that may bring logs (a mention, a file shared)
+REQUEST = "slack.request"  # a form or shortcut with logs
+# Work: what the intake queues.
 DIAGNOSE = "slack.diagnose"
 PROBE = "slack.probe"
 JOB = "slack.job"
-# Outages: raised so that the queue retries the task later.
+# Intake workers only post a placeholder and queue the work (milliseconds each).
+INTAKE_THREADS = 4
+# Raised so that the queue retries the task later.
 TRANSIENT: tuple[type[Exception], ...] = (SlackApiError, OSError, SQLAlchemyError)
 
 
@@ -90,28 +95,41 @@ class DiagnoseTask:
 
 
 class Background:
-    """The Slack front end's durable background work: a work queue in the store and its workers, as a
-    background service of `ncclbot serve`."""
+    """The Slack front end's durable background work, as a background service of `ncclbot serve`: a work
+    queue in the store, intake workers (events and requests become a placeholder plus queued work) and
+    the workers that do the work (`threads` at once: the diagnosis concurrency limit)."""
 
     name = "slack-work"
 
     def __init__(
-        self, store: Any, handlers: Mapping[str, Handler], *, threads: int, lease: timedelta = DEFAULT_LEASE
+        self,
+        store: Any,
+        handlers: Mapping[str, Handler],
+        *,
+        intake: Mapping[str, Handler] | None = None,
+        threads: int,
+        lease: timedelta = DEFAULT_LEASE,
     ) -> None:
         self.queue = WorkQueue(store)
-        self.worker = QueueWorker(self.queue, handlers, threads=threads, lease=lease)
+        self.worker = QueueWorker(self.queue, handlers, threads=threads, lease=lease, outage=is_outage)
+        self.intake = QueueWorker(
+            self.queue, intake or {}, threads=INTAKE_THREADS, lease=lease, outage=is_outage
+        )
         self.threads = threads
+        self._kinds = frozenset(intake or {})
 
     def start(self) -> None:
+        self.intake.start()
         self.worker.start()
 
     def stop(self) -> None:
+        self.intake.stop()
         self.worker.stop()
 
     def submit(self, kind: str, key: str, payload: dict[str, Any], *, group: str | None = None) -> bool:
         """Commit a task (idempotent on (kind, key)); False when the same task was accepted before."""
         enqueued = self.queue.enqueue(kind, key, payload, group=group)
-        self.worker.wake()
+        (self.intake if kind in self._kinds else self.worker).wake()
         return enqueued.created
 
     def ahead(self, kind: str = DIAGNOSE) -> int:
@@ -142,6 +160,15 @@ class Throttle:
             log.info("progress edit failed: %s", error)
 
 
+def display_names(task: DiagnoseTask, paths: list[str]) -> dict[str, str]:
+    if task.job is None:
+        return {p: Path(p).name for p in paths}
+    if task.job.fetched_into:
+        scratch = Path(task.job.fetched_into)
+        return {p: Path(p).relative_to(scratch).as_posix() for p in paths if Path(p).is_relative_to(scratch)}
+    return {}
+
+
 @dataclass
 class Diagnoser:
     """Does a DiagnoseTask: everything after the acknowledgement."""
@@ -152,32 +179,45 @@ class Diagnoser:
     downloader: Downloader
     bundle_root: Path
 
-    def run(self, task: DiagnoseTask) -> None:
-        folder = self.downloader.spool()
+    def run(self, task: DiagnoseTask, key: str = "") -> None:
+        """Do `task`; `key` names it in the queue, so a retry after a crash spools to the same place and
+        is recognised as the same input (stored once)."""
+        folder = self.downloader.spool(key)
+        retried = False
         try:
             self._run(task, folder)
         except (FileProblem, InputError) as problem:
             self._say(task, str(problem))
         except TRANSIENT:
-            raise  # the queue tries again later
+            retried = True
+            raise  # the queue tries again later (with the fetched job logs still there)
         except Exception as error:
             log.exception("diagnosis failed")
             self._say(task, f"Internal error while diagnosing ({type(error).__name__}); it is logged.")
             raise PermanentError(f"{type(error).__name__}: {error}") from error
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+            if task.job is not None and task.job.fetched_into and not retried:
+                # Done with them: what the incident keeps was copied into its bundle.
+                shutil.rmtree(task.job.fetched_into, ignore_errors=True)
 
     def _run(self, task: DiagnoseTask, folder: Path) -> None:
         spooled, problems = self._collect(task, folder)
+        refines = None
         if task.incident_id is not None:
+            # More files for an incident: they join the bundle of the diagnosis its message shows, and
+            # the whole bundle is diagnosed again, refining that diagnosis instead of counting another.
+            bundle = bundle_logs(self.store, task.incident_id)
             keep(
                 self.store,
                 self.bundle_root,
                 task.incident_id,
                 spooled,
                 cap_bytes=self.settings.bundle_keep_bytes,
+                occurrence_id=bundle.occurrence_id,
             )
-            paths = bundle_paths(self.store, task.incident_id) or [str(s.path) for s in spooled]
+            refines = bundle.occurrence_id
+            paths = bundle_logs(self.store, task.incident_id).paths or [str(s.path) for s in spooled]
         elif task.job is not None:
             paths = list(task.job.paths)
         else:
@@ -197,22 +237,40 @@ class Diagnoser:
             DiagnosisRequest(
                 paths=paths,
                 source="slack",
-                # Spool and bundle paths are the bot's business: evidence shows the file's own name.
-                display_names={p: Path(p).name for p in paths if task.job is None},
+                # Spool, bundle and fetch paths are the bot's business: evidence shows the file's own
+                # name (a fetched pod log with its node folder); a job's own files keep their paths.
+                display_names=display_names(task, paths),
                 job_id=task.job.job_id if task.job else None,
                 cluster=task.job.cluster if task.job else None,
                 database_url=self.settings.database_url,
                 progress=Throttle(show_progress, self.settings.slack_progress_interval_s),
+                refines=refines,
+                raise_store_outage=True,
             )
         )
-        if outcome.incident is not None and task.incident_id is None and spooled:
-            keep(
-                self.store,
-                self.bundle_root,
-                outcome.incident.id,
-                spooled,
-                cap_bytes=self.settings.bundle_keep_bytes,
-            )
+        record = outcome.incident
+        if record is not None and task.incident_id is None:
+            # The logs of this diagnosis become its bundle: uploads are copied, a job's logs referenced.
+            if spooled:
+                keep(
+                    self.store,
+                    self.bundle_root,
+                    record.id,
+                    spooled,
+                    cap_bytes=self.settings.bundle_keep_bytes,
+                    occurrence_id=record.occurrence_id,
+                )
+            if task.job is not None and task.job.fetched_into:
+                keep(
+                    self.store,
+                    self.bundle_root,
+                    record.id,
+                    fetched_files(Path(task.job.fetched_into)),
+                    cap_bytes=self.settings.bundle_keep_bytes,
+                    occurrence_id=record.occurrence_id,
+                )
+            elif task.job is not None:
+                keep_references(self.store, record.id, task.job.paths, occurrence_id=record.occurrence_id)
         job = (task.job.name or task.job.job_id) if task.job else None
         placeholder = (
             None

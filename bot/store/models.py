@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     func,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -223,7 +224,9 @@ class AuditLog(Base):
 class IncidentFile(Base):
     """A log file kept with an incident (its bundle): re-diagnosed when more files join, and exported
     with the feedback as labelled cases. `origin` names where it came from (a Slack file id, a path), so
-    the same file joins once."""
+    the same file joins once. `occurrence_id` is the diagnosis the file belongs to (a repeat from another
+    job brings a bundle of its own; files from before revision 0008 have none). `external`: the path is
+    the job's own log (read where it lies, never copied, counted or deleted by the bot)."""
 
     __tablename__ = "incident_files"
     __table_args__ = (UniqueConstraint("incident_id", "origin", name="uq_incident_files_incident_id_origin"),)
@@ -235,6 +238,8 @@ class IncidentFile(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     origin: Mapped[str] = mapped_column(String(255))
     added_at: Mapped[datetime] = mapped_column(index=True)
+    occurrence_id: Mapped[int | None] = mapped_column(ForeignKey("occurrences.id"), index=True)
+    external: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class ProcessedEvent(Base):

@@ -18,14 +18,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy import and_, delete, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 
 from bot import logs
 from bot.store.engine import StoreError
-from bot.store.models import QUEUE_DEAD, QUEUE_DONE, QUEUE_PENDING, QUEUE_RUNNING, WorkItem
-from bot.store.store import Store
+from bot.store.models import (
+    QUEUE_DEAD,
+    QUEUE_DONE,
+    QUEUE_PENDING,
+    QUEUE_RUNNING,
+    ProcessedEvent,
+    WorkItem,
+)
+from bot.store.store import PROCESSED_KEEP, Store
 
 DEFAULT_LEASE = timedelta(minutes=10)
 # The enqueuing request's id rides in the stored payload under this key; handlers get it as
@@ -103,9 +110,12 @@ class WorkQueue:
         payload: dict[str, Any],
         *,
         group: str | None = None,
+        remember: str | None = None,
         now: datetime | None = None,
     ) -> Enqueued:
-        """Commit one item; idempotent on (kind, key). Returns once the row is durable."""
+        """Commit one item; idempotent on (kind, key). Returns once the row is durable. `remember`: an
+        inbound request key (Store.mark_processed's) recorded in the same transaction, so that what
+        accepted the request and what remembers it cannot part (and it costs one commit, not two)."""
         if not kind or not key:
             raise StoreError("a work item needs a kind and a key")
         at = _now(now)
@@ -114,6 +124,13 @@ class WorkQueue:
             payload = {**payload, REQUEST_ID_KEY: request_id}
         dialect = postgresql if self.store.engine.dialect.name == "postgresql" else sqlite
         with self.store.writing() as session:
+            if remember is not None:
+                session.execute(delete(ProcessedEvent).where(ProcessedEvent.seen_at < at - PROCESSED_KEEP))
+                session.execute(
+                    dialect.insert(ProcessedEvent)
+                    .values(key=remember[:255], seen_at=at)
+                    .on_conflict_do_nothing(index_elements=["key"])
+                )
             inserted = session.execute(
                 dialect.insert(WorkItem)
                 .values(
@@ -202,9 +219,12 @@ class WorkQueue:
         *,
         delay: timedelta,
         permanent: bool = False,
+        consume_attempt: bool = True,
         now: datetime | None = None,
     ) -> bool:
-        """Give the item back to be tried again after `delay` (dead when permanent or out of attempts)."""
+        """Give the item back to be tried again after `delay` (dead when permanent or out of attempts).
+        `consume_attempt=False`: the failure was not the item's (Slack or the database was down), so it
+        does not count towards its attempts, and an outage of any length loses nothing."""
         at = _now(now)
         with self.store.writing() as session:
             row = session.get(WorkItem, item_id, with_for_update=True)
@@ -212,6 +232,8 @@ class WorkQueue:
                 return False
             row.last_error = error[:ERROR_TEXT_LIMIT]
             row.lease_until = None
+            if not consume_attempt:
+                row.attempts = max(0, row.attempts - 1)
             if permanent or row.attempts >= self.max_attempts:
                 row.status, row.finished_at = QUEUE_DEAD, at
             else:

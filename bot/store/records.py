@@ -22,8 +22,10 @@ def human_utc(moment: datetime) -> str:
 class IncidentRecord:
     """What `record_diagnosis` did: the incident the diagnosis joined (or opened) and how it recurs.
 
-    `new_incident` is true when this diagnosis opened the incident (post a new Slack message), and
-    `duplicate` when the same job and input had been recorded before (nothing was counted again).
+    `new_incident` is true when this diagnosis opened the incident (post a new Slack message),
+    `duplicate` when the same job and input had been recorded before (nothing was counted again), and
+    `refined` when it replaced an earlier diagnosis of the same failure (a bundle re-run with more files:
+    nothing counted either).
     """
 
     id: int
@@ -41,6 +43,7 @@ class IncidentRecord:
     recurrence_line: str | None = None
     slack_channel: str | None = None
     slack_ts: str | None = None
+    refined: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -173,6 +176,26 @@ class IncidentFileRecord:
     size_bytes: int
     origin: str
     added_at: datetime
+    occurrence_id: int | None = None
+    external: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """The logs a thread re-run reads: the files of one occurrence (the newest that has any), and that
+    occurrence, which the re-run refines instead of counting a new one."""
+
+    occurrence_id: int | None
+    files: tuple[IncidentFileRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatNote:
+    """An occurrence after an incident's first: its "seen again" note in the incident's thread."""
+
+    occurrence_id: int
+    ordinal: int  # 2 for the first repeat
+    job_id: str | None
 
 
 @dataclass(frozen=True, slots=True)

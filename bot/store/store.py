@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -34,6 +35,7 @@ from bot.store.models import (
 )
 from bot.store.records import (
     AuditEntry,
+    Bundle,
     FeedbackRecord,
     IncidentDetail,
     IncidentFileRecord,
@@ -42,6 +44,7 @@ from bot.store.records import (
     OccurrenceSummary,
     PostedRef,
     ProbeRunSummary,
+    RepeatNote,
 )
 from bot.store.recurrence import recurrence_line
 from bot.store.settings import INCIDENT_WINDOW, database_url
@@ -52,6 +55,8 @@ SOURCES: frozenset[str] = frozenset({"cli", "slack", "webhook"})
 PROBE_VERDICTS: frozenset[str] = frozenset({"healthy", "degraded", "failed"})
 
 BOT_ACTOR = "ncclbot"
+# How long inbound request keys are remembered (Slack retries within minutes; a signature is good for 5).
+PROCESSED_KEEP = timedelta(days=2)
 
 
 def _now(now: datetime | None) -> datetime:
@@ -186,7 +191,6 @@ class Store:
                 ):
                     incident.status, incident.snoozed_until = STATUS_OPEN, None
             session.flush()
-            facts = occurrence_facts(diagnosis)
             occurrence = Occurrence(
                 incident_id=incident.id,
                 occurred_at=at,
@@ -194,22 +198,69 @@ class Store:
                 job_id=job_id,
                 cluster=cluster,
                 input_digest=input_digest,
-                class_id=class_id,
-                node_id=node.id if node else None,
-                confidence=facts.confidence,
-                evidence_excerpt=facts.evidence_excerpt,
-                ranks=list(facts.ranks),
-                world_size=facts.world_size,
-                timeout_ms=facts.timeout_ms,
-                since_progress_ms=facts.since_progress_ms,
-                gpu_hours_lost=facts.gpu_hours_lost,
-                document=diagnosis_document(diagnosis),
-                analysis_version=diagnosis.analysis_version,
+                **_diagnosis_columns(diagnosis, node),
             )
             session.add(occurrence)
             session.flush()
             session.refresh(incident)
             return self._incident_record(session, occurrence, new_incident=new_incident, duplicate=False)
+
+    def refine_occurrence(
+        self, occurrence_id: int, diagnosis: Diagnosis, *, input_digest: str, now: datetime | None = None
+    ) -> IncidentRecord:
+        """Replace an occurrence's diagnosis with a better one of the same failure (its bundle re-run
+        with more files): nothing is counted again. The incident takes the refined class, fingerprint
+        and culprit when this is its newest occurrence (its message shows that one).
+
+        Idempotent: the same input again changes nothing (`duplicate`); an input already stored as
+        another occurrence of the same job is that occurrence."""
+        if not input_digest:
+            raise StoreError("input_digest must not be empty")
+        at = _now(now)
+        fingerprint = diagnosis_fingerprint(diagnosis)
+        hosts = tuple(dict.fromkeys(h for h in (stored_name(h) for h in culprit_hosts(diagnosis)) if h))
+        with self._write.begin() as session:
+            occurrence = session.get(Occurrence, occurrence_id, with_for_update=True)
+            if occurrence is None:
+                raise StoreError(f"no occurrence with id {occurrence_id}")
+            self._lock_fingerprint(session, fingerprint)
+            if occurrence.input_digest == input_digest:
+                return self._incident_record(session, occurrence, new_incident=False, duplicate=True)
+            same_input = session.scalar(
+                select(Occurrence).where(
+                    Occurrence.job_id.is_(None)
+                    if occurrence.job_id is None
+                    else Occurrence.job_id == occurrence.job_id,
+                    Occurrence.input_digest == input_digest,
+                )
+            )
+            if same_input is not None:
+                return self._incident_record(session, same_input, new_incident=False, duplicate=True)
+            incident = session.get_one(Incident, occurrence.incident_id)
+            node = self._node(session, hosts[0], occurrence.cluster, at) if hosts else None
+            occurrence.input_digest = input_digest
+            for column, value in _diagnosis_columns(diagnosis, node).items():
+                setattr(occurrence, column, value)
+            newest = session.scalar(
+                select(func.max(Occurrence.id)).where(Occurrence.incident_id == incident.id)
+            )
+            if newest == occurrence.id:
+                incident.fingerprint, incident.class_id = fingerprint, diagnosis.primary.class_id
+                incident.node_id = node.id if node else None
+                incident.culprit_hosts = list(hosts)
+                incident.culprit_ranks = list(diagnosis.culprit.ranks) if diagnosis.culprit else []
+            session.add(
+                AuditLog(
+                    at=at,
+                    actor=BOT_ACTOR,
+                    action="refine",
+                    incident_id=incident.id,
+                    detail={"occurrence": occurrence.id, "class": diagnosis.primary.class_id},
+                )
+            )
+            session.flush()
+            record = self._incident_record(session, occurrence, new_incident=False, duplicate=False)
+            return replace(record, refined=True)
 
     def _lock_fingerprint(self, session: Session, fingerprint: str) -> None:
         """Serialise writers of one fingerprint so that counts never lose an update. SQLite needs
@@ -703,8 +754,14 @@ class Store:
             ).first()
         return None if row is None or row[0] is None or row[1] is None else (row[0], row[1])
 
+    def processed(self, key: str, *, now: datetime | None = None) -> bool:
+        """Whether `key` was marked processed within the last PROCESSED_KEEP."""
+        with self._read() as session:
+            row = session.get(ProcessedEvent, key[:255])
+            return row is not None and row.seen_at >= _now(now) - PROCESSED_KEEP
+
     def mark_processed(
-        self, key: str, *, keep: timedelta = timedelta(days=2), now: datetime | None = None
+        self, key: str, *, keep: timedelta = PROCESSED_KEEP, now: datetime | None = None
     ) -> bool:
         """Remember an inbound event key; False when it was seen before (a retry, a duplicate event).
         Keys older than `keep` are forgotten (Slack retries within minutes)."""
@@ -728,9 +785,13 @@ class Store:
         path: str,
         size_bytes: int,
         origin: str,
+        occurrence_id: int | None = None,
+        external: bool = False,
         now: datetime | None = None,
     ) -> bool:
-        """Keep a file with the incident's bundle; False when that origin had joined already."""
+        """Keep a file with the incident's bundle (for `occurrence_id`, the diagnosis it was read for);
+        False when that origin had joined already. `external`: the path is the job's own log, kept as
+        a reference (never counted against the cap, never deleted)."""
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         with self._write.begin() as session:
             inserted = session.scalar(
@@ -742,6 +803,8 @@ class Store:
                     size_bytes=size_bytes,
                     origin=origin[:255],
                     added_at=_now(now),
+                    occurrence_id=occurrence_id,
+                    external=external,
                 )
                 .on_conflict_do_nothing(index_elements=["incident_id", "origin"])
                 .returning(IncidentFile.id)
@@ -755,13 +818,45 @@ class Store:
             )
             return [_file_record(row) for row in rows]
 
+    def bundle(self, incident_id: int) -> Bundle:
+        """What a re-run of the incident reads: the files of its newest occurrence that has files (files
+        kept before occurrences were recorded with them belong to every occurrence), else none, with the
+        incident's newest occurrence."""
+        files = self.incident_files(incident_id)
+        with self._read() as session:
+            newest = session.scalar(
+                select(func.max(Occurrence.id)).where(Occurrence.incident_id == incident_id)
+            )
+        owners = [f.occurrence_id for f in files if f.occurrence_id is not None]
+        owner = max(owners) if owners else newest
+        chosen = tuple(f for f in files if f.occurrence_id in (None, owner))
+        return Bundle(occurrence_id=owner, files=chosen)
+
+    def repeat_notes(self, incident_id: int, *, limit: int = 20) -> list[RepeatNote]:
+        """The incident's occurrences after its first that came through a chat or the webhook (they get a
+        "seen again" note in the incident's thread), oldest first, at most `limit` of the newest."""
+        with self._read() as session:
+            rows = session.execute(
+                select(Occurrence.id, Occurrence.job_id, Occurrence.source)
+                .where(Occurrence.incident_id == incident_id)
+                .order_by(Occurrence.id)
+            ).all()
+        notes = [
+            RepeatNote(occurrence_id=row[0], ordinal=index, job_id=row[1])
+            for index, row in enumerate(rows, start=1)
+            if index > 1 and row[2] != "cli"
+        ]
+        return notes[-limit:]
+
     def prune_incident_files(self, max_total_bytes: int) -> list[str]:
         """Forget the oldest bundle files until the kept ones fit `max_total_bytes`; returns the paths
         to delete from disk."""
         removed: list[str] = []
         with self._write.begin() as session:
             rows = session.scalars(
-                select(IncidentFile).order_by(IncidentFile.added_at.desc(), IncidentFile.id.desc())
+                select(IncidentFile)
+                .where(IncidentFile.external.is_(False))
+                .order_by(IncidentFile.added_at.desc(), IncidentFile.id.desc())
             )
             total = 0
             for row in rows:
@@ -772,7 +867,8 @@ class Store:
         return removed
 
     def feedback_cases(self) -> list[tuple[IncidentSummary, FeedbackRecord, list[IncidentFileRecord]]]:
-        """Each incident's newest feedback with the incident and its kept files: labelled cases."""
+        """Each incident's newest feedback with the incident and its bundle (one job's files): labelled
+        cases."""
         with self._read() as session:
             newest = (
                 select(Feedback.incident_id, func.max(Feedback.id).label("id"))
@@ -785,7 +881,7 @@ class Store:
                 )
             )
             feedback = [_feedback_record(row) for row in rows]
-        return [(self._summary(f.incident_id), f, self.incident_files(f.incident_id)) for f in feedback]
+        return [(self._summary(f.incident_id), f, list(self.bundle(f.incident_id).files)) for f in feedback]
 
 
 def _feedback_record(row: Feedback) -> FeedbackRecord:
@@ -809,4 +905,24 @@ def _file_record(row: IncidentFile) -> IncidentFileRecord:
         size_bytes=row.size_bytes,
         origin=row.origin,
         added_at=row.added_at,
+        occurrence_id=row.occurrence_id,
+        external=row.external,
     )
+
+
+def _diagnosis_columns(diagnosis: Diagnosis, node: Node | None) -> dict[str, Any]:
+    """An occurrence's columns that come from its diagnosis (set when recorded, replaced when refined)."""
+    facts = occurrence_facts(diagnosis)
+    return {
+        "class_id": diagnosis.primary.class_id,
+        "node_id": node.id if node else None,
+        "confidence": facts.confidence,
+        "evidence_excerpt": facts.evidence_excerpt,
+        "ranks": list(facts.ranks),
+        "world_size": facts.world_size,
+        "timeout_ms": facts.timeout_ms,
+        "since_progress_ms": facts.since_progress_ms,
+        "gpu_hours_lost": facts.gpu_hours_lost,
+        "document": diagnosis_document(diagnosis),
+        "analysis_version": diagnosis.analysis_version,
+    }

@@ -97,6 +97,8 @@ class JobFailedIntake:
             self.auth.process(headers, body)
         except Unauthorized as error:
             return _error(401, str(error))
+        except (SQLAlchemyError, StoreError) as error:  # the replay memory is in the database
+            return self._unavailable(error)
         try:
             document = json.loads(body)
         except (ValueError, RecursionError) as error:
@@ -110,22 +112,29 @@ class JobFailedIntake:
         except (NoEvent, JobError) as error:
             return _error(422, str(error))
         accepted = []
+        remember = self.auth.to_remember(headers)
         try:
-            for event in events:
+            for index, event in enumerate(events):
                 enqueued = self.queue.enqueue(
                     KIND,
                     event.key,
                     event.model_dump(mode="json", by_alias=True),
                     group=f"{KIND}/{event.cluster}/{event.job_id}",
+                    # With the last event committed, a replay of this very request is refused.
+                    remember=remember if index == len(events) - 1 else None,
                 )
                 accepted.append({"key": event.key, "id": enqueued.id, "duplicate": not enqueued.created})
         except (SQLAlchemyError, StoreError) as error:
-            reason = database_error_reason(error)
-            log.error("job-failed webhook: cannot queue the event: %s", reason)
-            return _error(
-                503,
-                f"the database is unavailable, nothing was accepted: {reason[:200]}",
-                **{"Retry-After": str(RETRY_AFTER_S)},
-            )
+            return self._unavailable(error)
         self.on_enqueued()
         return Reply(202, {"accepted": accepted, "shape": shape})
+
+    @staticmethod
+    def _unavailable(error: Exception) -> Reply:
+        reason = database_error_reason(error)
+        log.error("job-failed webhook: cannot queue the event: %s", reason)
+        return _error(
+            503,
+            f"the database is unavailable, nothing was accepted: {reason[:200]}",
+            **{"Retry-After": str(RETRY_AFTER_S)},
+        )

@@ -9,7 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.server.context import ServerContext
 from bot.services.job_failure import KIND, JobFailureService
-from bot.services.worker import QueueWorker
+from bot.services.worker import QueueWorker, is_outage
 from bot.store import Store, StoreError
 from bot.store.engine import database_error_reason
 from bot.store.queue import WorkQueue
@@ -36,6 +36,17 @@ class _StoreCloser:
         self.store.close()
 
 
+class StoreReplays:
+    """Signed requests already accepted, remembered in the database (replicas share them) for two days,
+    far beyond the five minutes a signature is good for."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def seen(self, key: str) -> bool:
+        return self.store.processed(key)
+
+
 def _queue_problem(queue: WorkQueue) -> str | None:
     """Readiness: the queue's database answers (else the webhook would answer 503)."""
     try:
@@ -49,12 +60,12 @@ def plug(context: ServerContext) -> None:
     settings = context.settings
     secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
     bearer = settings.webhook_bearer_token.get_secret_value() if settings.webhook_bearer_token else None
-    auth = WebhookAuth(secret=secret, bearer_token=bearer)
+    store = Store.open(settings.database_url)
+    auth = WebhookAuth(secret=secret, bearer_token=bearer, replays=StoreReplays(store))
     if not auth.configured:
         log.warning(
             "webhook: NCCLBOT_WEBHOOK_SECRET / NCCLBOT_WEBHOOK_BEARER_TOKEN unset: every request gets 401"
         )
-    store = Store.open(settings.database_url)
     queue = WorkQueue(store)
     service = JobFailureService(settings, store, context.outlet)
     worker = QueueWorker(
@@ -62,6 +73,7 @@ def plug(context: ServerContext) -> None:
         {KIND: JobFailedHandler(service)},
         threads=settings.webhook_workers,
         lease=timedelta(seconds=settings.webhook_lease_s),
+        outage=is_outage,  # Slack or the database down: retried as long as it takes, nothing lost
     )
     worker.name = "webhook-worker"
     context.add_background(_StoreCloser(store))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -73,6 +74,19 @@ def _keywords(catalog: Catalog) -> list[_Keyword]:
 
 
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
+_SCRATCH = threading.local()
+
+
+def scratch_for(database: Any) -> Any:
+    """This thread's Hyperscan scratch space for `database`. A scratch serves one scan at a time
+    (another thread's scan meanwhile fails with ScratchInUseError), and a server diagnoses several
+    uploads at once over one cached catalog, so each thread gets its own, made on first use."""
+    spaces: dict[int, tuple[Any, Any]] = _SCRATCH.__dict__.setdefault("spaces", {})
+    held = spaces.get(id(database))
+    if held is None or held[0] is not database:
+        held = (database, hyperscan.Scratch(database))
+        spaces[id(database)] = held
+    return held[1]
 
 
 def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
@@ -92,17 +106,13 @@ class _HyperscanBackend:
         """Every keyword (wrap re-joining, non-ASCII lines): built on first use, many runs never need it."""
         return _literal_database(self._keywords, role="keywords")
 
-    @functools.cached_property
-    def _scratch(self) -> Any:
-        return hyperscan.Scratch(self._database)
-
     def lines(self, data: bytes) -> list[Candidate]:
         hits: list[tuple[int, tuple[int, ...]]] = []
 
         def on_match(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
             hits.append((end, self._keywords[keyword].signatures))
 
-        self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        self._database.scan(data, match_event_handler=on_match, scratch=scratch_for(self._database))
         return _group(data, hits)
 
     def candidates(
@@ -122,9 +132,11 @@ class _HyperscanBackend:
         # cost as much as the scan).
         region = memoryview(data)[begin:end] if begin or end < len(data) else data
         if screen.screen is not None:
-            screen.screen.scan(region, match_event_handler=on_screen, scratch=screen.screen_scratch)
+            screen.screen.scan(region, match_event_handler=on_screen, scratch=scratch_for(screen.screen))
         if not sample_context and screen.context_full is not None:
-            screen.context_full.scan(region, match_event_handler=on_context, scratch=screen.context_scratch)
+            screen.context_full.scan(
+                region, match_event_handler=on_context, scratch=scratch_for(screen.context_full)
+            )
         if not ascii:
             part = bytes(region)
             if not part.isascii():
@@ -152,7 +164,7 @@ class _HyperscanBackend:
                 if at >= 0 and end <= spans[at][1]:
                     hits.append((end, owners))
 
-        self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        self._database.scan(data, match_event_handler=on_match, scratch=scratch_for(self._database))
         return hits
 
     @functools.cached_property
@@ -199,9 +211,7 @@ class _Screen:
                 raise RuntimeError("a signature keyword does not compile in Hyperscan")
         self.screen = database  # None: nothing to look for
         self.screen_owners = owners
-        self.screen_scratch = hyperscan.Scratch(database) if database is not None else None
         self.context_full = _literal_database(context, "context") if context else None
-        self.context_scratch = hyperscan.Scratch(self.context_full) if self.context_full else None
         self.screened_owners = [tuple(s for s in k.signatures if s in screened) for k in keywords]
 
     def _expressions(

@@ -14,8 +14,9 @@ HTTP to it. The fake
 * implements the three-step upload of `files_upload_v2` (`files.getUploadURLExternal` hands back an
   `upload_url` on this server, the upload POST, `files.completeUploadExternal`);
 * answers `usergroups.users.list`, `views.open/update/publish`, `auth.test`, a `response_url` sink;
-* answers 429 with Retry-After or 5xx on demand (`fail(method, status, times)`), or late
-  (`delay_answers(method, seconds)`: the call is done, the answer waits);
+* answers 429 with Retry-After or 5xx on demand (`fail(method, status, times)`), to every call for a
+  while (`outage(status)` ... `recover()`), or late (`delay_answers(method, seconds)`: the call is done,
+  the answer waits);
 * runs a Socket Mode endpoint: `apps.connections.open` (app-level token) returns a `ws://127.0.0.1` URL of
   a small WebSocket server (`websockets` library) that pushes envelopes (`socket_send`) and records the
   acknowledgements (`socket_acks`).
@@ -116,6 +117,7 @@ class FakeSlackState:
     failures: dict[str, list[Failure]] = field(default_factory=dict)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     views: list[dict[str, Any]] = field(default_factory=list)
+    outage: Failure | None = None  # every call fails like this until recover()
     # method -> seconds to wait after doing the call and before answering (a slow or hung Slack)
     answer_delays: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -203,6 +205,18 @@ class FakeSlack:
             self.state.failures.setdefault(method, []).append(
                 Failure(status=status, retry_after=retry_after if status == 429 else None, remaining=times)
             )
+
+    def outage(self, status: int = 500, *, retry_after: int | None = 1) -> None:
+        """From now on every call (Web API, file downloads and uploads) answers `status` (429 with
+        Retry-After) until `recover()`: Slack is down, or rate-limits everything."""
+        with self.state.lock:
+            self.state.outage = Failure(
+                status=status, retry_after=retry_after if status == 429 else None, remaining=0
+            )
+
+    def recover(self) -> None:
+        with self.state.lock:
+            self.state.outage = None
 
     def delay_answers(self, method: str, seconds: float) -> None:
         """Do calls of `method` at once but answer them `seconds` later (0: at once again): the caller
@@ -404,6 +418,8 @@ class FakeSlack:
 
     def take_failure(self, method: str) -> Failure | None:
         with self.state.lock:
+            if self.state.outage is not None:
+                return self.state.outage
             queue = self.state.failures.get(method, [])
             if not queue:
                 return None

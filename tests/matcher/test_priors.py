@@ -223,3 +223,22 @@ def test_an_nccl_feature_switch_without_any_error_points_at_the_feature(tmp_path
     d = diagnose_text(tmp_path, text)
     assert class_ids(d)[0] == "nccl/nvls-or-algorithm"
     assert d.primary.confidence <= priors().max_confidence
+
+
+LIGHTNING_INIT = (
+    "GPU available: True, used: True\n"
+    "initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/2\n"
+    "initializing ddp: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+)
+
+
+def test_a_paste_stopping_at_lightnings_init_banner_guesses_builds_then_one_device(tmp_path: Path) -> None:
+    d = diagnose_text(tmp_path, LIGHTNING_INIT)
+    assert class_ids(d)[:3] == ["config/version-mismatch", "config/duplicate-gpu", "rendezvous/store"]
+    assert d.primary.confidence <= 0.45
+    assert d.culprit is None
+
+
+def test_training_progress_after_lightnings_init_banner_is_no_init_hang(tmp_path: Path) -> None:
+    text = LIGHTNING_INIT + "Epoch 3:  41%|████      | 410/1000 [05:01<07:13,  1.36it/s, loss=0.412]\n"
+    assert "config/duplicate-gpu" not in class_ids(diagnose_text(tmp_path, text))[:3]

@@ -172,15 +172,36 @@ def test_training_bar_far_longer_than_the_timeout_is_no_rank0_clue(tmp_path: Pat
     assert class_ids(diagnose_text(tmp_path, text))[0] != RANK0
 
 
-def test_qp_rtr_timeout_keeps_the_gid_first_and_the_fabric_route_in_view(tmp_path: Path) -> None:
+def test_qp_rtr_timeout_between_ipv4_mapped_gids_points_at_the_fabric_first(tmp_path: Path) -> None:
+    # Both ends already use routable RoCE v2 GIDs of the same family: the path between the NICs is the
+    # suspect (rails crossed, RoCE dropped), with the GID index still in view as the runner-up.
     text = (
         "[2026-05-02 11:40:09] gpu-r2-03:41007:41188 [2] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp "
         "failed with 110 Connection timed out, on dev mlx5_2:1, curr state INIT, next state RTR, "
         "local GID index 3, local GID ::ffff:10.20.2.3, remote GID ::ffff:10.20.7.14\n"
     )
     classes = class_ids(diagnose_text(tmp_path, text))
+    assert classes[0] == "network/ib-rdma"
+    assert "network/roce-gid" in classes[:3]
+
+
+def test_qp_rtr_timeout_on_a_link_local_gid_stays_a_gid_problem_first(tmp_path: Path) -> None:
+    text = (
+        "[2026-05-02 11:40:09] gpu-r2-03:41007:41188 [2] ibvwrap.c:262 NCCL WARN Call to ibv_modify_qp "
+        "failed with 110 Connection timed out, on dev mlx5_2:1, curr state INIT, next state RTR, "
+        "local GID index 1, local GID fe80::ac0:ebff:feda:1cfb, remote GID fe80::ac0:ebff:feda:2b10\n"
+    )
+    classes = class_ids(diagnose_text(tmp_path, text))
     assert classes[0] == "network/roce-gid"
     assert "network/ib-rdma" in classes[:3]
+
+
+def test_qp_rtr_timeout_without_gids_keeps_the_gid_first(tmp_path: Path) -> None:
+    text = (
+        "gpu-r2-03:41007:41188 [2] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with error "
+        "Connection timed out\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "network/roce-gid"
 
 
 def test_missing_gid_device_stays_a_gid_problem_only(tmp_path: Path) -> None:

@@ -82,3 +82,22 @@ def test_default_catalog_and_its_prefilter_are_built_once_and_the_cache_stays_bo
     for _ in range(10):
         scan.prefilter_for(load_catalog(tmp_path))
     assert len(scan._prefilters) <= scan._PREFILTER_CACHE
+
+
+@pytest.mark.skipif(not HAVE_HYPERSCAN, reason="hyperscan is not installed")
+def test_one_prefilter_scans_from_many_threads_at_once() -> None:
+    """A server diagnoses several uploads at once over one cached catalog: scans that overlap in time
+    each get the whole answer (a shared Hyperscan scratch made every overlapping scan fail)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shared = Prefilter(CATALOG, use_hyperscan=True)
+    data = _block(7) * 40  # a few MB: scans take long enough to overlap
+
+    def scan(kind: int) -> list[tuple[int, int, tuple[int, ...]]]:
+        found = shared.lines(data) if kind == 0 else shared.candidates(data, sample_context=kind == 2)
+        return [(c.start, c.end, c.signatures) for c in found]
+
+    expected = {kind: scan(kind) for kind in (0, 1, 2)}
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(scan, [kind for _ in range(12) for kind in (0, 1, 2)]))
+    assert all(result == expected[index % 3] for index, result in enumerate(results))

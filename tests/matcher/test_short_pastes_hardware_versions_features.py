@@ -114,6 +114,7 @@ FABRIC_PASTES = {
         "root@hgx-node-11:~# systemctl status nvidia-fabricmanager\n"
         "Unit nvidia-fabricmanager.service could not be found.\n"
     ),
+    "fm-named-missing": "CUDA init on the DLAMI fails with error 802 owing to lack of nvidia-fabricmanager\n",
 }
 
 
@@ -190,6 +191,16 @@ VERSION_PASTES = {
         "(TrainActor pid=8812) ws-blk:8812:8890 [0] enqueue.cc:1581 NCCL WARN "
         "Cuda failure 'named symbol not found'\n"
     ),
+    "windows-wheel-spawn": (
+        "-- Process 0 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "C:\\envs\\tts\\lib\\site-packages\\torch\\distributed\\distributed_c10d.py", line 727, '
+        "in _new_process_group_helper\n"
+        '    raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")\n'
+        "RuntimeError: Distributed package doesn't have NCCL built in\n"
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4120) "
+        "of binary: C:\\envs\\tts\\python.exe\n"
+    ),
 }
 
 
@@ -250,5 +261,16 @@ def test_an_illegal_access_caught_at_nccls_kernel_launch_suspects_the_release(tm
     text = (
         "[2025-05-04 10:00:01] ws-5090:7001:7001 [1] enqueue.cc:1556 NCCL WARN Cuda failure 700 "
         "'an illegal memory access was encountered'\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "nccl/nvls-or-algorithm"
+
+
+def test_rings_that_do_not_close_point_at_the_nccl_release(tmp_path: Path) -> None:
+    text = (
+        "dgx-07:3312:3390 [5] graph/rings.cc:38 NCCL WARN Error : ring 1 does not loop back to start "
+        "(4 != 5)\n"
+        "dgx-07:3312:3390 [5] NCCL INFO graph/connect.cc:281 -> 3\n"
+        "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
+        "internal error, NCCL version 2.19.3\n"
     )
     assert class_ids(diagnose_text(tmp_path, text))[0] == "nccl/nvls-or-algorithm"

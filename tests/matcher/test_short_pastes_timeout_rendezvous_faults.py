@@ -100,6 +100,14 @@ CASES: dict[str, tuple[str, str]] = {
         ),
         "system/host-oom",
     ),
+    "sigkill-in-a-chinese-title": (
+        "deepspeed 全量微调 chatglm 返回错误码 -9 是什么原因\n",
+        "system/host-oom",
+    ),
+    "sigkill-from-a-shell-launcher": (
+        ("Loading extension module cpu_adam...\n[launcher] worker 1 exited with code -9\n"),
+        "system/host-oom",
+    ),
     "store-workers-never-joined": (
         (
             "[rank0]: torch.distributed.DistStoreError: Timed out after 301 seconds waiting for"
@@ -244,3 +252,20 @@ def test_a_rank_stuck_in_an_earlier_collective_is_behind_its_peers(tmp_path: Pat
     d = diagnose_text(tmp_path, text)
     assert d.culprit is not None and d.culprit.ranks == (0,)
     assert class_ids(d)[0] in ("timeout/asymmetric-collectives", "timeout/straggler-input")
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        "cuda out of memory\n",
+        "Training crashes with CUDA OOM on rank 3 after 2k steps, the others hit the NCCL watchdog\n",
+        "多卡训练时显存不足，其他卡报 NCCL timeout\n",
+    ],
+)
+def test_gpu_memory_exhaustion_in_the_users_own_words_reads_as_cuda_oom(tmp_path: Path, paste: str) -> None:
+    assert class_ids(diagnose_text(tmp_path, paste))[0] == "cuda/oom"
+
+
+def test_a_host_oom_kill_is_not_read_as_gpu_memory(tmp_path: Path) -> None:
+    text = "[ 5123.0012] Out of memory: Killed process 4123 (python3) total-vm:1234kB, anon-rss:99999kB\n"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "system/host-oom"

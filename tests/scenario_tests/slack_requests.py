@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 SECRET = "test-signing-secret"
+FORM = "application/x-www-form-urlencoded"
 
 
 @dataclass(frozen=True)

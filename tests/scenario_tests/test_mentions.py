@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from bot.store import Store
 from tests.fakes.slack_api import blocks_text, eventually, wait_idle
 from tests.scenario_tests import slack_requests as send
 from tests.scenario_tests.conftest import SlackApp
@@ -123,11 +124,9 @@ def test_file_in_incident_thread_joins_bundle_and_edits_the_message(slack_app: S
     [incident] = eventually(lambda: incident_messages(slack_app, channel))
     assert "unknown" in blocks_text(incident["blocks"])
     # The node's kernel log arrives later, in the incident's thread, without a mention.
-    kernel = [
-        slack_app.slack.add_file(name, data)
-        for name, data in xid_logs(rank).items()
-        if name.startswith("kernel")
-    ]
+    kernel_logs = {name: data for name, data in xid_logs(rank).items() if name.startswith("kernel")}
+    kernel_names = list(kernel_logs)
+    kernel = [slack_app.slack.add_file(name, data) for name, data in kernel_logs.items()]
     reply = slack_app.slack.post_user_message(
         channel, "dmesg of the node", files=kernel, thread_ts=incident["ts"]
     )
@@ -144,6 +143,12 @@ def test_file_in_incident_thread_joins_bundle_and_edits_the_message(slack_app: S
     [incident] = incident_messages(slack_app, channel)
     assert "Seen again" not in str(slack_app.slack.thread(channel, incident["ts"]))  # more files, no repeat
     assert "2 files" in shown or "KB" in shown
+    # The same failure seen better: its diagnosis refined, not counted again.
+    with Store.open(slack_app.database_url) as store:
+        [summary] = [s for s in store.incidents() if s.slack_ts == incident["ts"]]
+        assert (summary.class_id, summary.occurrences) == ("hardware/gpu-xid", 1)
+        assert [f.name for f in store.bundle(summary.id).files] == ["train.log", *sorted(kernel_names)]
+    assert "2×" not in shown
 
 
 def test_direct_message_with_file_is_diagnosed(slack_app: SlackApp) -> None:

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from bot.services.hooks import JobLogs, JobNotFound
-from bot.services.outlet import Message
+from bot.services.outlet import MessageRef
 from bot.settings import Settings
 from bot.slack.app import build_deps
 from bot.slack.deps import SlackDeps
+from bot.slack.work import DiagnoseTask
 from bot.store import Store
 from tests.fakes.slack_api import FakeSlack, blocks_text
-from tests.scenario_tests.logs import next_culprit, oom_log
+from tests.scenario_tests.logs import next_culprit, oom_log, xid_logs
 
 
 class DirectoryJobs:
@@ -55,32 +56,24 @@ def test_job_logs_are_fetched_diagnosed_and_the_job_named(
     folder = tmp_path / "jobs" / "east" / "771204"
     folder.mkdir(parents=True)
     (folder / "train.log").write_bytes(oom_log(rank))
-    placeholder = slack_deps.outlet.post("C1", Message(text="Fetching the logs of job 771204…"))
-    payload = {
-        "job_id": "771204",
-        "cluster": "east",
-        "channel": "C1",
-        "user": "U1",
-        "placeholder": {"channel": placeholder.channel, "ts": placeholder.ts},
-    }
+    payload = {"job_id": "771204", "cluster": "east", "channel": "C1", "user": "U1"}
     slack_deps.handlers()["slack.job"](_item(payload))
-    [message] = [m for m in slack.top_level("C1") if m["ts"] == placeholder.ts]
+    slack_deps.handlers()["slack.job"](_item(payload))  # a retry after a crash posts nothing new
+    [message] = slack.top_level("C1")  # the task's placeholder, edited into the incident message
     shown = blocks_text(message["blocks"])
     assert "cuda/oom" in shown and host in shown
     assert "`pretrain-771204` on `east`" in shown
-    assert slack_deps.store.message_for_job("771204", "east") == ("C1", placeholder.ts)
+    assert slack_deps.store.message_for_job("771204", "east") == ("C1", message["ts"])
+    # The job's logs are the incident's bundle (kept where they are): a re-run reads them.
+    [incident] = slack_deps.store.incidents()
+    bundle = slack_deps.store.bundle(incident.id)
+    assert [(f.path, f.external) for f in bundle.files] == [(str(folder), True)]
+    assert incident.occurrences == 1
 
 
 def test_unknown_job_is_told_in_the_placeholder(deps: tuple[SlackDeps, FakeSlack]) -> None:
     slack_deps, slack = deps
-    placeholder = slack_deps.outlet.post("C1", Message(text="Fetching…"))
-    payload = {
-        "job_id": "404",
-        "cluster": None,
-        "channel": "C1",
-        "user": "U1",
-        "placeholder": {"channel": placeholder.channel, "ts": placeholder.ts},
-    }
+    payload = {"job_id": "404", "cluster": None, "channel": "C1", "user": "U1"}
     slack_deps.handlers()["slack.job"](_item(payload))
     [message] = slack.top_level("C1")
     assert "job 404 is unknown" in blocks_text(message["blocks"])
@@ -104,3 +97,37 @@ def _item(payload: dict) -> object:
         last_error=None,
         result=None,
     )
+
+
+def test_a_thread_re_run_of_a_job_incident_reads_the_job_logs_too(
+    deps: tuple[SlackDeps, FakeSlack], tmp_path: Path
+) -> None:
+    slack_deps, slack = deps
+    rank, host = next_culprit()
+    logs = xid_logs(rank)
+    folder = tmp_path / "jobs" / "east" / "771300"
+    folder.mkdir(parents=True)
+    (folder / "train.log").write_bytes(logs["train.log"])
+    slack_deps.handlers()["slack.job"](
+        _item({"job_id": "771300", "cluster": "east", "channel": "C1", "user": "U1"})
+    )
+    [incident] = slack_deps.store.incidents()
+    [message] = slack.top_level("C1")
+    # The node's kernel log, pasted later in the incident's thread.
+    kernel = next(data for name, data in logs.items() if name.startswith("kernel"))
+    task = DiagnoseTask(
+        channel="C1",
+        placeholder=None,
+        placeholder_top_level=False,
+        thread=MessageRef("C1", message["ts"]),
+        pasted=kernel.decode(),
+        incident_id=incident.id,
+        edit=MessageRef("C1", message["ts"]),
+    )
+    slack_deps.handlers()["slack.diagnose"](_item(task.to_payload()))
+    [summary] = slack_deps.store.incidents()
+    assert (summary.class_id, summary.occurrences) == ("hardware/gpu-xid", 1)
+    document = slack_deps.store.incident_detail(summary.id).document
+    sources = {e["source"] for d in document["diagnoses"] for e in d["evidence"]}
+    assert any(source.startswith("train.log") or "/train.log" in source for source in sources), sources
+    assert host in blocks_text(slack.top_level("C1")[0]["blocks"])

@@ -73,3 +73,56 @@ def test_feedback_cases_take_the_newest_feedback_per_incident(store: Store) -> N
     store.record_feedback(incident.id, "U2", correct=True, now=T0 + timedelta(minutes=1))
     [(summary, feedback, files)] = store.feedback_cases()
     assert summary.id == incident.id and feedback.correct and feedback.user == "U2" and files == []
+
+
+def test_a_refined_diagnosis_replaces_its_occurrence_and_counts_nothing(store: Store) -> None:
+    first = store.record_diagnosis(
+        make_diagnosis("unknown", host=None, signatures=()), input_digest="d1", now=T0
+    )
+    refined = store.refine_occurrence(
+        first.occurrence_id, make_diagnosis("hardware/gpu-xid", signatures=("xid-79",)), input_digest="d2"
+    )
+    assert (refined.id, refined.occurrence_id, refined.occurrences) == (first.id, first.occurrence_id, 1)
+    assert refined.refined and not refined.duplicate
+    summary = store.incident(first.id)
+    assert (summary.class_id, summary.culprit_hosts, summary.occurrences) == (
+        "hardware/gpu-xid",
+        ("gpu-node-017",),
+        1,
+    )
+    [row] = store.history(days=30, now=T0 + timedelta(minutes=1))
+    assert row.class_id == "hardware/gpu-xid"
+    again = store.refine_occurrence(
+        first.occurrence_id, make_diagnosis("hardware/gpu-xid"), input_digest="d2"
+    )
+    assert again.duplicate and again.occurrences == 1  # the same re-run retried changes nothing
+    assert store.repeat_notes(first.id) == []  # a refinement is no repeat
+
+
+def test_a_bundle_is_one_occurrences_files_and_job_logs_are_kept_where_they_are(store: Store) -> None:
+    first = store.record_diagnosis(make_diagnosis(), input_digest="d1", source="slack", now=T0)
+    store.add_incident_file(
+        first.id,
+        name="a.log",
+        path="/b/a",
+        size_bytes=10,
+        origin="slack:F1",
+        occurrence_id=first.occurrence_id,
+    )
+    repeat = store.record_diagnosis(make_diagnosis(), input_digest="d2", source="webhook", job_id="7", now=T0)
+    assert repeat.id == first.id and repeat.occurrences == 2
+    store.add_incident_file(
+        first.id,
+        name="7",
+        path="/logs/7",
+        size_bytes=0,
+        origin="job:/logs/7",
+        occurrence_id=repeat.occurrence_id,
+        external=True,
+    )
+    bundle = store.bundle(first.id)
+    assert bundle.occurrence_id == repeat.occurrence_id  # the newest diagnosis' files, not both jobs'
+    assert [(f.path, f.external) for f in bundle.files] == [("/logs/7", True)]
+    assert store.prune_incident_files(0) == ["/b/a"]  # a job's own logs are never deleted
+    [note] = store.repeat_notes(first.id)
+    assert (note.occurrence_id, note.ordinal, note.job_id) == (repeat.occurrence_id, 2, "7")

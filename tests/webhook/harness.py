@@ -64,10 +64,14 @@ class Webhook:
         except urllib.error.HTTPError as error:
             return Answer(error.code, json.loads(error.read()), dict(error.headers))
 
-    def send(self, document: dict[str, Any], *, secret: str = SECRET, path: str = PATH) -> Answer:
+    def send(
+        self, document: dict[str, Any], *, secret: str = SECRET, path: str = PATH, now: float | None = None
+    ) -> Answer:
+        """Signed at `now` (default: now); a sender that retries signs again, so the same signed bytes
+        twice are a replay (refused)."""
         body = json.dumps(document).encode()
         return self.post(
-            body, {"Content-Type": "application/json", **signed_headers(secret, body)}, path=path
+            body, {"Content-Type": "application/json", **signed_headers(secret, body, now=now)}, path=path
         )
 
 

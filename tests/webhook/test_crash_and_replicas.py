@@ -37,13 +37,15 @@ def server_env(database_url: str, slack: FakeSlack) -> dict[str, str]:
     }
 
 
-def send(url: str, job: str) -> int:
+def send(url: str, job: str, *, retry: int = 0) -> int:
+    """The job's failure event, signed now (`retry` seconds later for a sender's retry: it signs again,
+    and the same signed bytes twice are a replay, refused)."""
     # A node of its own per job: each failure is an incident of its own, with its own top-level message.
     rank = int(job) % 8
     event = {"cluster": "prod-a", "job_id": job, "state": "FAILED", "exit_code": 1,
              "logs": [{"name": f"gpu-node-{job}.log", "text": OOM.format(r=rank)}]}  # fmt: skip
     body = json.dumps(event).encode()
-    headers = {"Content-Type": "application/json", **signed_headers(SECRET, body)}
+    headers = {"Content-Type": "application/json", **signed_headers(SECRET, body, now=time.time() + retry)}
     request = urllib.request.Request(url + "/webhooks/job-failed", data=body, method="POST", headers=headers)
     with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=30) as response:
         return int(response.status)
@@ -72,7 +74,7 @@ def test_a_server_killed_with_events_accepted_but_not_posted_posts_each_once_aft
         try:
             for job in jobs:
                 assert send(server.url, job) == 202
-                assert send(server.url, job) == 202  # the sender retried: accepted, nothing new
+                assert send(server.url, job, retry=1) == 202  # the sender retried: accepted, nothing new
             wait_for(lambda: len(slack.calls_to("chat.postMessage")) >= 2, timeout=60)  # the workers try
         finally:
             server.process.kill()  # SIGKILL: no clean shutdown, leases still held
@@ -100,7 +102,7 @@ def test_two_replicas_on_one_postgresql_drain_one_queue_and_post_each_event_once
             for index, job in enumerate(jobs):
                 first, second = (one, two) if index % 2 else (two, one)
                 assert send(first.url, job) == 202
-                assert send(second.url, job) == 202  # the same event through the other replica
+                assert send(second.url, job, retry=1) == 202  # the same event through the other replica
             wait_for(lambda: len(posts_per_job(slack)) == len(jobs), timeout=120)
             time.sleep(4)
         assert posts_per_job(slack) == Counter({job: 1 for job in jobs})

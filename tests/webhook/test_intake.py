@@ -31,8 +31,8 @@ def test_an_accepted_event_is_diagnosed_and_posted_once_naming_the_job(database_
         assert first.status == 202, first.body
         assert first.body["accepted"][0]["duplicate"] is False
         wait_for(lambda: webhook.top_level_for("48213"))
-        for _ in range(3):  # the sender retries (a timeout on its side): accepted, nothing new
-            again = webhook.send(example("generic"))
+        for second in range(1, 4):  # the sender retries (a timeout on its side), signing anew: nothing new
+            again = webhook.send(example("generic"), now=time.time() + second)
             assert (again.status, again.body["accepted"][0]["duplicate"]) == (202, True)
         time.sleep(1.0)
         [post] = webhook.outlet.top_level()

@@ -11,18 +11,17 @@ from slack_sdk import WebClient
 
 from bot.render import slack_blocks as kit
 from bot.render import slack_incident, slack_views
-from bot.render.slack_text import inline_code, prose
+from bot.render.slack_text import prose
 from bot.services.incidents import ActionError
-from bot.services.outlet import Message
 from bot.slack.deps import SlackDeps
-from bot.slack.middleware import action_value, actor_of, admin_only, audited
+from bot.slack.middleware import action_value, actor_of, admin_only, audited, channel_of
 from matcher.taxonomy import CLASSES
 
 
 def _where(body: dict[str, Any]) -> tuple[str, str | None]:
-    container = body.get("container") or {}
-    channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id"))
-    return channel, container.get("message_ts")
+    container = body.get("container")
+    ts = container.get("message_ts") if isinstance(container, dict) else None
+    return str(channel_of(body)), (str(ts) if ts else None)
 
 
 def _incident(body: dict[str, Any]) -> int:
@@ -53,23 +52,30 @@ def register(app: App, deps: SlackDeps) -> None:
     def admin(action_id: str) -> list[Callable[..., Any]]:
         return [admin_only(deps.policy, deps.store, lambda _body: action_id)]
 
-    def handled(listener: Callable[..., str]) -> Callable[..., str]:
-        """ActionError becomes an ephemeral one-liner (and the audited outcome)."""
+    def handled(listener: Callable[..., str], *, ack_after: bool = False) -> Callable[..., str]:
+        """ActionError becomes an ephemeral one-liner (and the audited outcome). `ack_after`: the
+        listener commits work to the queue, acknowledged only once that is done."""
 
         def run(ack: Ack, body: dict[str, Any], client: WebClient) -> str:
-            ack()
+            if not ack_after:
+                ack()
             try:
                 return listener(body, client)
             except ActionError as error:
                 _tell(client, body, f":warning: {prose(str(error), 500)}")
                 return f"failed: {error}"
+            finally:
+                if ack_after:
+                    ack()
 
         return run
 
-    def on(action_id: str, middleware: list[Callable[..., Any]] | None = None) -> Callable[..., Any]:
+    def on(
+        action_id: str, middleware: list[Callable[..., Any]] | None = None, *, ack_after: bool = False
+    ) -> Callable[..., Any]:
         def decorate(listener: Callable[..., str]) -> Callable[..., str]:
             app.action(action_id, middleware=middleware or [])(
-                audited(deps.store, action_id)(handled(listener))
+                audited(deps.store, action_id)(handled(listener, ack_after=ack_after))
             )
             return listener
 
@@ -87,13 +93,9 @@ def register(app: App, deps: SlackDeps) -> None:
         _tell(client, body, f"On-call steps for {view.class_id}", slack_incident.oncall_blocks(view))
         return "shown"
 
-    @on(kit.ACTION_PROBE, admin(kit.ACTION_PROBE))
+    @on(kit.ACTION_PROBE, admin(kit.ACTION_PROBE), ack_after=True)
     def probe(body: dict[str, Any], client: WebClient) -> str:
         incident, node = _incident(body), _node(body)
-        where = deps.actions.message_of(incident)
-        if where is not None:
-            text = f":stethoscope: Running the probe on {inline_code(node, 120)}…"
-            deps.outlet.post(where.channel, Message(text=text), thread=where)
         key = f"probe:{body.get('trigger_id') or (body.get('actions') or [{}])[0].get('action_ts')}"
         deps.queue_probe(key, node, str(actor_of(body)), incident_id=incident, channel=None)
         return f"probe {node[:120]} queued"

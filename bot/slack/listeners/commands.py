@@ -7,9 +7,7 @@ from typing import Any
 from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
-from bot.render import slack_blocks as kit
 from bot.render import slack_incident, slack_replies, slack_views
-from bot.services.outlet import Message
 from bot.slack.deps import SlackDeps
 from bot.slack.middleware import admin_only, audited
 
@@ -65,11 +63,9 @@ def diagnose_job(deps: SlackDeps, ack: Ack, channel: str, user: str, trigger: st
         )
         return "job sources not configured"
     job_id, cluster = args[0], (args[1] if len(args) > 1 else None)
+    # Committed before the acknowledgement; the task posts the channel's placeholder.
+    deps.queue_job(f"job:{channel}:{job_id}:{trigger}", job_id, cluster, channel=channel, user=user)
     ack(text=f"Fetching the logs of job {slack_incident.inline_code(job_id, 80)}…")
-    text = f":hourglass_flowing_sand: Fetching the logs of job {slack_incident.inline_code(job_id, 80)}…"
-    placeholder = deps.outlet.post(channel, Message(text=text, blocks=(kit.section(text),)))
-    key = f"job:{channel}:{job_id}:{trigger}"
-    deps.queue_job(key, job_id, cluster, channel=channel, user=user, placeholder=placeholder)
     return f"job {job_id[:60]} queued"
 
 
@@ -94,8 +90,8 @@ def probe(deps: SlackDeps, ack: Ack, channel: str, user: str, trigger: str, args
         ack(text="Usage: `/nccl probe <node>`")
         return "usage"
     node = args[0]
+    deps.queue_probe(f"probe:{trigger}", node, user, incident_id=None, channel=channel)  # before the ack
     ack(
         text=f"Running the probe on {slack_incident.inline_code(node, 120)}; the verdict will be posted here."
     )
-    deps.queue_probe(f"probe:{trigger}", node, user, incident_id=None, channel=channel)
     return f"probe {node[:120]} queued"

@@ -10,7 +10,7 @@ from bot.services.outlet import MessageRef
 from bot.slack.deps import SlackDeps
 from bot.slack.files import SharedFile
 from bot.slack.listeners.events import pasted_log
-from bot.slack.middleware import audited
+from bot.slack.middleware import actor_of, audited, channel_of
 
 CALLBACK_ID = "diagnose_message"
 
@@ -27,27 +27,29 @@ def register(app: App, deps: SlackDeps) -> None:
     @app.shortcut(CALLBACK_ID)
     @audited(deps.store, "shortcut diagnose")
     def diagnose_message(ack: Ack, body: dict[str, Any], respond: Respond) -> str:
-        ack()
         message = body.get("message") or {}
-        channel = str((body.get("channel") or {}).get("id"))
+        channel = str(channel_of(body))
         files = files_of(message)
         pasted = None if files else pasted_log(str(message.get("text") or ""))
         if not files and pasted is None:
+            ack()
             respond(
                 text="That message has no log files and no pasted log to diagnose.", response_type="ephemeral"
             )
             return "nothing to read"
         ts = str(message.get("ts"))
         thread_ts = message.get("thread_ts")
-        user = (body.get("user") or {}).get("id")
+        user = actor_of(body)
         key = f"shortcut:{channel}:{ts}:{body.get('trigger_id')}"
         incident = (
             deps.store.incident_for_message(channel, str(thread_ts))
             if thread_ts and thread_ts != ts
             else None
         )
+        # Committed before the acknowledgement: an acknowledged shortcut is never lost.
         if incident is not None and incident.slack_channel and incident.slack_ts:
-            deps.start_diagnosis(
+            deps.accept(
+                key,
                 channel,
                 thread=MessageRef(channel, str(thread_ts)),
                 user=user,
@@ -55,15 +57,16 @@ def register(app: App, deps: SlackDeps) -> None:
                 pasted=pasted,
                 incident_id=incident.id,
                 edit=MessageRef(incident.slack_channel, incident.slack_ts),
-                key=key,
             )
+            ack()
             return f"joined incident {incident.id}"
-        deps.start_diagnosis(
+        deps.accept(
+            key,
             channel,
             thread=MessageRef(channel, str(thread_ts or ts)),
             user=user,
             files=files,
             pasted=pasted,
-            key=key,
         )
+        ack()
         return "queued"

@@ -12,12 +12,15 @@ from bot.render import slack_blocks as kit
 from bot.services.incidents import ActionError
 from bot.slack.deps import SlackDeps
 from bot.slack.files import SharedFile
-from bot.slack.middleware import audited
+from bot.slack.middleware import actor_of, audited
 
 
 def _value(view: dict[str, Any], block_action: tuple[str, str]) -> dict[str, Any]:
-    block, action = block_action
-    return dict(((view.get("state") or {}).get("values") or {}).get(block, {}).get(action) or {})
+    """The state of one input of a submitted view ({} when it is missing or not an object)."""
+    found: Any = view
+    for key in ("state", "values", *block_action):
+        found = found.get(key) if isinstance(found, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def _metadata(view: dict[str, Any]) -> dict[str, Any]:
@@ -41,19 +44,20 @@ def register(app: App, deps: SlackDeps) -> None:
         if not files and pasted is None:
             ack(response_action="errors", errors={kit.INPUT_FILES[0]: "Attach a log file or paste a log."})
             return "empty form"
-        ack()
         meta = _metadata(view)
-        channel = str(meta.get("channel") or (body.get("user") or {}).get("id"))
-        user = (body.get("user") or {}).get("id")
+        user = actor_of(body)
+        channel = str(meta.get("channel") or user)
         key = f"view:{view.get('id')}:{view.get('hash') or body.get('trigger_id')}"
-        deps.start_diagnosis(channel, thread=None, user=user, files=files, pasted=pasted, key=key)
+        deps.accept(key, channel, thread=None, user=user, files=files, pasted=pasted)  # before the ack
+        ack()
         return "queued"
 
     @app.view(kit.VIEW_FEEDBACK)
     @audited(deps.store, "feedback")
     def feedback_submitted(ack: Ack, body: dict[str, Any], view: dict[str, Any], client: WebClient) -> str:
         meta = _metadata(view)
-        chosen = (_value(view, kit.INPUT_CLASS).get("selected_option") or {}).get("value")
+        option = _value(view, kit.INPUT_CLASS).get("selected_option")
+        chosen = option.get("value") if isinstance(option, dict) else None
         note = _value(view, kit.INPUT_NOTE).get("value")
         incident = meta.get("incident")
         if not isinstance(incident, int) or not chosen:
@@ -61,7 +65,7 @@ def register(app: App, deps: SlackDeps) -> None:
             return "incomplete"
         ack()
         try:
-            deps.actions.correct(incident, str((body.get("user") or {}).get("id")), str(chosen), note)
+            deps.actions.correct(incident, str(actor_of(body)), str(chosen), note)
         except ActionError as error:
             return f"failed: {error}"
         return f"corrected to {chosen}"
