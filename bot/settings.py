@@ -588,7 +588,8 @@ ENVIRONMENT_ONLY: tuple[EnvironmentOnly, ...] = (
     EnvironmentOnly(
         "NCCLBOT_WORKERS",
         "cores available, at most 8",
-        "worker processes that scan plain files and spans of large ones (`1`: all in one process)",
+        "processes that scan plain files and spans of large ones, the main one included "
+        "(`1`: all in one process)",
     ),
     EnvironmentOnly("NCCLBOT_DEBUG", "unset", "`1` prints tracebacks of internal errors"),
     EnvironmentOnly(

@@ -147,7 +147,9 @@ class Block:
     first_lineno: int
     # Bytes of the stream read so far, when this block was cut: the last block's is what the source
     # holds (cut lines and removed NUL padding included), which `data` alone does not say.
-    consumed: int = 0
+    consumed: int
+    # The lines in `data` (its newlines): counted once here, so that readers need not count them again.
+    lines: int
 
 
 Opener = Callable[[], BinaryIO]
@@ -235,12 +237,14 @@ class _Expander:
             self._count_tar_members(name, fs_path)
             yield from self._tar(name, lambda: self._guard(open_raw(), name, charge=True), reopenable=True)
         else:
-            yield from self._plain_file(name, fs_path, head, open_raw)
+            yield from self._plain_file(name, fs_path, head, kind, open_raw)
 
-    def _plain_file(self, name: str, fs_path: str, head: bytes, open_raw: Opener) -> Iterator[Source]:
+    def _plain_file(
+        self, name: str, fs_path: str, head: bytes, kind: Kind, open_raw: Opener
+    ) -> Iterator[Source]:
         """A file read as it is: its size is charged against the input budget before a byte of it is
         read (so a too large input is refused at once), and its readers are not charged again."""
-        sources = list(self._leaf(name, head, lambda: self._guard(open_raw(), name, charge=False)))
+        sources = list(self._leaf(name, head, lambda: self._guard(open_raw(), name, charge=False), kind))
         for source in sources:
             try:
                 size = os.stat(fs_path).st_size
@@ -249,7 +253,7 @@ class _Expander:
             self.budget.charge(size)
             yield (
                 replace(source, path=fs_path, size=size)
-                if source.kind == "text" and sniff(head) != "utf16"
+                if source.kind == "text" and kind != "utf16"
                 else source
             )
 
@@ -274,9 +278,11 @@ class _Expander:
             elif inner_kind == "zip":
                 raise InputError(f"{name}: a compressed zip archive cannot be read as a stream")
             else:
-                yield from self._leaf(name, inner_head, _once(name, lambda: self._charged(body, name)))
+                yield from self._leaf(
+                    name, inner_head, _once(name, lambda: self._charged(body, name)), inner_kind
+                )
             return
-        yield from self._leaf(name, head, _once(name, lambda: self._charged(rest, name)))
+        yield from self._leaf(name, head, _once(name, lambda: self._charged(rest, name)), kind)
 
     def _seen_before(self, fs_path: str, name: str) -> bool:
         """A file named twice, or named and also inside a folder given, is read once."""
@@ -314,7 +320,7 @@ class _Expander:
         elif inner == "zip" or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, {inner} inside {kind} (only one level of nesting is read)")
         else:
-            yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
+            yield from self._leaf(name, inner_head, lambda: open_decompressed(True), inner)
 
     def _tar(self, name: str, open_stream: Opener, reopenable: bool) -> Iterator[Source]:
         """Stream a tar (already decompressed and budget-charged by `open_stream`)."""
@@ -419,7 +425,7 @@ class _Expander:
         if kind in ARCHIVES:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
-        yield from self._leaf(name, content_head, reopen)
+        yield from self._leaf(name, content_head, reopen, content_kind)
 
     def _seek_member(self, open_stream: Opener, index: int, name: str) -> BinaryIO:
         stream = open_stream()
@@ -492,7 +498,7 @@ class _Expander:
             self._skip(name, f"{name}: skipped, an archive inside an archive (one level is read)")
             return
         if kind not in COMPRESSIONS:
-            yield from self._leaf(name, head, lambda: open_member(True))
+            yield from self._leaf(name, head, lambda: open_member(True), kind)
             return
 
         def open_decompressed(charge: bool) -> BinaryIO:
@@ -504,13 +510,15 @@ class _Expander:
         if inner in ARCHIVES or inner in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, nested {inner} inside an archive (one level is read)")
             return
-        yield from self._leaf(name, inner_head, lambda: open_decompressed(True))
+        yield from self._leaf(name, inner_head, lambda: open_decompressed(True), inner)
 
     # ---- leaves and helpers -------------------------------------------------------------------
 
-    def _leaf(self, name: str, head: bytes, opener: Opener) -> Iterator[Source]:
-        """A readable stream: a Source if it is text or a Flight Recorder dump, else tallied."""
-        kind = sniff(head)
+    def _leaf(self, name: str, head: bytes, opener: Opener, kind: Kind | None = None) -> Iterator[Source]:
+        """A readable stream: a Source if it is text or a Flight Recorder dump, else tallied (`kind`:
+        what `sniff` said of `head`, when the caller has asked)."""
+        if kind is None:
+            kind = sniff(head)
         if kind == "utf16":
             opener = _transcoded(opener)
             head = head.decode("utf-16", errors="replace").encode("utf-8", errors="replace")
@@ -651,6 +659,26 @@ def natural_key(text: str) -> tuple[tuple[int, str | int], ...]:
 # ---- blocks ------------------------------------------------------------------------------------
 
 _FIRST_BUFFER_BYTES = 64 * 1024
+# Full-size read buffers of finished sources, reused by the next ones (a bundle of a thousand files would
+# otherwise allocate and zero a MiB a file); a few, so that memory stays bounded however many threads read.
+_MAX_SPARE_BUFFERS = 2
+_spare_buffers: list[bytearray] = []
+
+
+def _buffer(full: int, expected: int | None) -> bytearray:
+    """A read buffer for a stream of `expected` bytes (None: unknown). Small to start with for a stream
+    of unknown size (most files of a bundle are small, and a full buffer per file costs more than reading
+    it; it grows on the first read that fills it); the size it needs for a plain file, a spare full-size
+    one where it needs all of it."""
+    if expected is None or expected + 1 < full:
+        return bytearray(min(full, _FIRST_BUFFER_BYTES if expected is None else expected + 1))
+    try:
+        spare = _spare_buffers.pop()  # atomic: threads may read sources side by side
+    except IndexError:
+        return bytearray(full)
+    return spare if len(spare) == full else bytearray(full)
+
+
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
 
@@ -710,11 +738,17 @@ def iter_blocks(
         if source.path is None:
             raise ValueError("a span can only be read from a plain file")
         stream = as_binary(_SpanReader(_open_at(source, span.begin), span))
+    # A plain file says how much it holds: its buffer is sized for it at once, not grown by doubling.
+    expected = None
+    if source.path is not None and source.size is not None:
+        expected = source.size if span is None else (span.end or source.size) - span.begin
+    blocker = _Blocker(
+        source, stream, limits, first_read=(span.aligned - span.begin) if span else 0, expected=expected
+    )
     try:
-        yield from _Blocker(
-            source, stream, limits, first_read=(span.aligned - span.begin) if span else 0
-        ).blocks()
+        yield from blocker.blocks()
     finally:
+        blocker.release()
         stream.close()
 
 
@@ -779,16 +813,21 @@ class _Blocker:
     out as. A line that outgrows `cap` before its newline arrives streams past as a `_LongLine`.
     """
 
-    def __init__(self, source: Source, stream: BinaryIO, limits: ReadLimits, first_read: int = 0) -> None:
+    def __init__(
+        self,
+        source: Source,
+        stream: BinaryIO,
+        limits: ReadLimits,
+        first_read: int = 0,
+        expected: int | None = None,
+    ) -> None:
         self.source = source
         # Reading a span: the first read stops where the whole file's reads are aligned (see Span).
         self.first_read = first_read
         self.stream = stream
         self.cap = max(limits.max_line_bytes, 1)
         self.size = max(limits.block_bytes, 1)
-        # Small to start with: most files of a bundle are small, and a full buffer (about a MiB, zeroed)
-        # per file costs more than reading it; it grows on the first read that fills it.
-        self.buffer = bytearray(min(self.cap + self.size, _FIRST_BUFFER_BYTES))
+        self.buffer = _buffer(self.cap + self.size, expected)
         self.view = memoryview(self.buffer)
         self.filled = 0  # buffer[:filled]: the carried line start, then the latest read
         self.consumed = 0  # bytes read from the stream
@@ -800,11 +839,13 @@ class _Blocker:
             block = self._take_whole_lines()
             if block:
                 block = clean_block(block, self.cap)
-                yield Block(self.source, block, lineno, self.consumed)
-                lineno += count_lines(block)
+                lines = count_lines(block)
+                yield Block(self.source, block, lineno, self.consumed, lines)
+                lineno += lines
         last = self._unfinished_line()
         if last:
-            yield Block(self.source, clean_block(last + b"\n", self.cap), lineno, self.consumed)
+            block = clean_block(last + b"\n", self.cap)
+            yield Block(self.source, block, lineno, self.consumed, count_lines(block))
 
     def _unfinished_line(self) -> bytes:
         """What is left at the end of the stream: a last line without its newline."""
@@ -843,6 +884,14 @@ class _Blocker:
         self.consumed += got
         self.filled += got
         return got > 0
+
+    def release(self) -> None:
+        """The stream is done with: a full-size buffer is kept for the next source (see `_buffer`)."""
+        self.view.release()
+        if len(self.buffer) == self.cap + self.size and len(_spare_buffers) < _MAX_SPARE_BUFFERS:
+            _spare_buffers.append(self.buffer)
+        self.buffer = bytearray()
+        self.view = memoryview(self.buffer)
 
     def _grow(self, size: int | None = None) -> None:
         """To `size` bytes (default: all the buffer ever needs, a block and a carried line)."""

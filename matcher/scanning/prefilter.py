@@ -25,7 +25,7 @@ import re
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from matcher.scanning import pattern_prefilter
 from matcher.scanning.catalog import Catalog
@@ -37,9 +37,9 @@ except ImportError:  # pragma: no cover - exercised on platforms without a wheel
     hyperscan = None
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A line of the block (`data[start:end]`, no newline) and the catalog indices it may match."""
+class Candidate(NamedTuple):
+    """A line of the block (`data[start:end]`, no newline) and the catalog indices it may match, in
+    increasing order (a tuple: thousands are made per block of setup lines)."""
 
     start: int
     end: int
@@ -49,7 +49,9 @@ class Candidate:
 class _Backend(Protocol):
     def lines(self, data: bytes) -> list[Candidate]: ...
 
-    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]: ...
+    def candidates(
+        self, data: bytes, sample_context: bool, begin: int, end: int, ascii: bool
+    ) -> list[Candidate]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,26 +115,35 @@ class _HyperscanBackend:
         self._database.scan(data, match_event_handler=on_match, scratch=scratch_for(self._database))
         return _group(data, hits)
 
-    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]:
+    def candidates(
+        self, data: bytes, sample_context: bool, begin: int, end: int, ascii: bool
+    ) -> list[Candidate]:
         screen = self._screen
         hits: list[tuple[int, tuple[int, ...]]] = []
+        owners, context_owners = screen.screen_owners, screen.context_owners
 
-        def on_screen(expression: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.append((end, screen.screen_owners[expression]))
+        def on_screen(expression: int, start: int, stop: int, flags: int, context: Any) -> None:
+            hits.append((begin + stop, owners[expression]))
 
-        def on_context(keyword: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.append((end, screen.context_owners[keyword]))
+        def on_context(keyword: int, start: int, stop: int, flags: int, context: Any) -> None:
+            hits.append((begin + stop, context_owners[keyword]))
 
+        # The region is scanned in place (a block is a MiB; a copy of the rest of it per region would
+        # cost as much as the scan).
+        region = memoryview(data)[begin:end] if begin or end < len(data) else data
         if screen.screen is not None:
-            screen.screen.scan(data, match_event_handler=on_screen, scratch=scratch_for(screen.screen))
+            screen.screen.scan(region, match_event_handler=on_screen, scratch=scratch_for(screen.screen))
         if not sample_context and screen.context_full is not None:
             screen.context_full.scan(
-                data, match_event_handler=on_context, scratch=scratch_for(screen.context_full)
+                region, match_event_handler=on_context, scratch=scratch_for(screen.context_full)
             )
-        if not data.isascii():
-            hits.extend(self._keyword_hits_off_ascii(data))
-        hits.sort(key=_first)
-        return _group(data, hits)
+        if not ascii:
+            part = bytes(region)
+            if not part.isascii():
+                hits.extend((begin + at, sigs) for at, sigs in self._keyword_hits_off_ascii(part))
+        if len(hits) > 1:
+            hits.sort(key=_first)
+        return _group(data, hits, begin)
 
     def _keyword_hits_off_ascii(self, data: bytes) -> list[tuple[int, tuple[int, ...]]]:
         """Keyword hits of the regex-screened signatures on lines holding non-ASCII bytes, where the
@@ -259,25 +270,36 @@ def _first(hit: tuple[int, tuple[int, ...]]) -> int:
     return hit[0]
 
 
-def _group(data: bytes, hits: list[tuple[int, tuple[int, ...]]]) -> list[Candidate]:
-    """Hits (end offset, signatures) in order of end offset -> one candidate per line holding any."""
+def _group(data: bytes, hits: list[tuple[int, tuple[int, ...]]], begin: int = 0) -> list[Candidate]:
+    """Hits (end offset, signatures) in order of end offset -> one candidate per line holding any
+    (`begin`: where the scanned region of `data` starts). Each hit's signatures are in increasing order
+    already (see `_keywords`), so a line of one hit keeps them as they are."""
     candidates: list[Candidate] = []
     line_start = line_end = -1
-    found: set[int] = set()
+    first: tuple[int, ...] = ()  # the line's first hit's signatures
+    more: set[int] | None = None  # all of them, once a second hit adds others
+    size = len(data)
     for end, signatures in hits:
         if end > line_end:
             # A regex hit may end on the newline it matched (`\s`): it belongs to the line before.
-            at = end - 2 if end >= 2 and data[end - 1] == 10 else end - 1
-            if at <= line_end:
-                found.update(signatures)
+            at = end - 2 if end - begin >= 2 and data[end - 1] == 10 else end - 1
+            if at > line_end:
+                if first:
+                    candidates.append(
+                        Candidate(line_start, line_end, first if more is None else tuple(sorted(more)))
+                    )
+                line_start = data.rfind(b"\n", 0, at) + 1
+                line_end = data.find(b"\n", at + 1)
+                if line_end < 0:
+                    line_end = size
+                first, more = signatures, None
                 continue
-            if found:
-                candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
-                found = set()
-            line_start, line_end = _line_bounds(data, at, at + 1)
-        found.update(signatures)
-    if found:
-        candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
+        if signatures != first:
+            if more is None:
+                more = set(first)
+            more.update(signatures)
+    if first:
+        candidates.append(Candidate(line_start, line_end, first if more is None else tuple(sorted(more))))
     return candidates
 
 
@@ -309,8 +331,12 @@ class _FindBackend:
             candidates.append(Candidate(line_start, line_end, tuple(sorted(found))))
         return candidates
 
-    def candidates(self, data: bytes, sample_context: bool) -> list[Candidate]:
-        return self.lines(data)
+    def candidates(
+        self, data: bytes, sample_context: bool, begin: int, end: int, ascii: bool
+    ) -> list[Candidate]:
+        if not begin and end >= len(data):
+            return self.lines(data)
+        return [Candidate(begin + c.start, begin + c.end, c.signatures) for c in self.lines(data[begin:end])]
 
 
 class Prefilter:
@@ -331,11 +357,21 @@ class Prefilter:
         """Every line holding a keyword, with every signature whose keyword it holds."""
         return self._backend.lines(data)
 
-    def candidates(self, data: bytes, *, sample_context: bool = False) -> list[Candidate]:
+    def candidates(
+        self,
+        data: bytes,
+        *,
+        sample_context: bool = False,
+        begin: int = 0,
+        end: int | None = None,
+        ascii: bool = False,
+    ) -> list[Candidate]:
         """The lines worth a regex run: keyword lines, where (with Hyperscan) a root or cascade signature
         also needs its regex to be able to match the line. With `sample_context`, context keywords count
-        only at their first occurrence in `data`."""
-        return self._backend.candidates(data, sample_context)
+        only at their first occurrence in the region. `begin`/`end`: the region of `data` to look at
+        (whole lines; offsets stay those of `data`); `ascii`: the caller knows `data` is all ASCII."""
+        stop = len(data) if end is None else end
+        return self._backend.candidates(data, sample_context, begin, stop, ascii)
 
 
 # Compiled prefilters of the last few catalogs used (compiling one costs ~100 ms); bounded so a process

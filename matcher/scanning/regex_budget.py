@@ -4,7 +4,7 @@ Each signature regex runs with a timeout (`REGEX_TIMEOUT_S`), so no single line 
 input can still repeat such a line: the budget caps the time-outs a diagnosis may pay, per signature and in
 all, after which a signature that keeps timing out is simply not tried again. The counts live in shared
 memory when worker processes scan parts of the input, so twenty archive members or two workers do not
-multiply the budget (each worker checks the count before a regex runs, so N workers may overshoot a
+multiply the budget (each scanning process checks the count before a regex runs, so N of them may overshoot a
 cap by N - 1 time-outs).
 """
 

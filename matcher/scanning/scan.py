@@ -16,19 +16,16 @@ skipped: the pipeline reads them.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from multiprocessing.pool import AsyncResult
 from typing import BinaryIO
 
 from matcher.model import Observation, ScanResult, SourceSummary, Stats
 from matcher.reading import read
 from matcher.reading.read import ReadLimits, Source, Span
 from matcher.scanning.catalog import Catalog
-from matcher.scanning.pool import Workers, process_context, worker_count
+from matcher.scanning.pool import Pending, Workers, process_context, worker_count
 from matcher.scanning.prefilter import Prefilter, prefilter_for
 from matcher.scanning.regex_budget import RegexBudget
 from matcher.scanning.source_scan import (
@@ -41,6 +38,7 @@ from matcher.scanning.source_scan import (
     match_lines,
     scan_piece,
     settles,
+    writer_of,
 )
 
 # Re-exported: the caps belong to the scanner's contract (the analysis reads MAX_PER_WRITER).
@@ -59,6 +57,8 @@ FIRST_SPAN_BYTES = 16 * 1024**2
 SPAN_BYTES = 32 * 1024**2
 # Worker processes start only once this many plain bytes were seen: below it they cost more than they save.
 PARALLEL_MIN_BYTES = 48 * 1024**2
+# Plain files held back at most while that is decided (each waits as a small `Source`).
+MAX_HELD = 1024
 
 
 @dataclass
@@ -66,21 +66,21 @@ class _Slot:
     """One text source's pieces, in file order, as they are scanned here or come back from workers."""
 
     source: Source
-    pieces: list[Piece | AsyncResult[Piece]] = field(default_factory=list)
+    pieces: list[Piece | Pending] = field(default_factory=list)
     # A split file scanned by workers: its later spans, scanned on a guess while the first one runs.
-    guesses: list[tuple[Span, AsyncResult[Piece]]] = field(default_factory=list)
+    guesses: list[tuple[Span, Pending]] = field(default_factory=list)
 
-    def results(self, rescan: Callable[[Span, Seed], AsyncResult[Piece]]) -> list[Piece]:
-        got = [p.get() if isinstance(p, AsyncResult) else p for p in self.pieces]
+    def results(self, rescan: Callable[[Span, Seed], Pending]) -> list[Piece]:
+        got = [p.get() if isinstance(p, Pending) else p for p in self.pieces]
         if not self.guesses:
             return got
         seed = got[0].seed
         assert seed is not None
-        checked: list[Piece | AsyncResult[Piece]] = []
+        checked: list[Piece | Pending] = []
         for span, pending in self.guesses:
             guess = pending.get()
             checked.append(guess if settles(seed, guess) else rescan(span, seed))
-        return got + [p.get() if isinstance(p, AsyncResult) else p for p in checked]
+        return got + [p.get() if isinstance(p, Pending) else p for p in checked]
 
 
 class _Scanner:
@@ -103,16 +103,37 @@ class _Scanner:
         self.workers: Workers | None = None
         self.plain_bytes = 0
         self.done = 0
-        self.lock = threading.Lock()
         self.on_progress = progress
 
     def progress(self, size: int) -> None:
         if self.on_progress is None:
             return
-        with self.lock:  # pieces come back on the pool's result thread
-            self.done += size
-            done = self.done
-        self.on_progress(done)
+        self.done += size
+        self.on_progress(self.done)
+
+    def scanned_here(self, size: int) -> None:
+        """A block scanned in this process: results of the workers are taken in, and the next tasks
+        handed out, between blocks too (a compressed file scanned here would otherwise starve them)."""
+        if self.workers is not None:
+            self.workers.collect(block=False)
+        self.progress(size)
+
+    def slots(self, sources: list[Source]) -> list[_Slot]:
+        """Slots for sources in input order; workers start first when the plain files among them (and
+        those before) are enough to pay for them."""
+        plain = sum(source.size or 0 for source in sources if source.path is not None)
+        if (
+            self.workers is None
+            and self.workers_wanted > 1
+            and self.plain_bytes + plain >= PARALLEL_MIN_BYTES
+        ):
+            self.workers = Workers(self.workers_wanted, self.catalog, self.limits, self.budget, self.context)
+        return [self.slot(source) for source in sources]
+
+    def deciding(self, source: Source) -> bool:
+        """Whether a plain file is best held back until more of the input is known: while too few plain
+        bytes have been seen to start workers, and they may still come."""
+        return self.workers is None and self.workers_wanted > 1 and source.path is not None
 
     def slot(self, source: Source) -> _Slot:
         slot = _Slot(source)
@@ -144,7 +165,7 @@ class _Scanner:
             seed=seed,
             give_seed=give_seed,
             read_ahead=self.workers is None,  # with workers running, every core is taken
-            progress=self.progress,
+            progress=self.scanned_here,
         )
 
     def _submit(self, slot: _Slot, spans: list[Span]) -> None:
@@ -157,11 +178,11 @@ class _Scanner:
         if len(spans) <= 1:
             slot.pieces = [workers.submit(source, None, done=done)]
             return
-        slot.pieces = [workers.submit(source, spans[0], give_seed=True, done=done)]
+        slot.pieces = [workers.submit(source, spans[0], give_seed=True, done=done, here=True)]
         slot.guesses = [(span, workers.submit(source, span, guess=True, done=done)) for span in spans[1:]]
 
-    def rescan(self, source: Source) -> Callable[[Span, Seed], AsyncResult[Piece]]:
-        def again(span: Span, seed: Seed) -> AsyncResult[Piece]:
+    def rescan(self, source: Source) -> Callable[[Span, Seed], Pending]:
+        def again(span: Span, seed: Seed) -> Pending:
             assert self.workers is not None  # guesses are only made by workers
             return self.workers.submit(source, span, seed)
 
@@ -187,11 +208,25 @@ def scan(
     started = time.monotonic()
     scanner = _Scanner(catalog, limits or ReadLimits(), progress, budget)
     slots: list[_Slot] = []
+    # Plain files held back while it is not known whether workers will pay (a folder of logs is listed
+    # faster than it is scanned: its first files go to the workers too, not to this process).
+    held: list[Source] = []
+    held_bytes = 0
     try:
         for source in sources:
             if source.kind != "text":
                 continue  # Flight Recorder dumps are read by the pipeline, not scanned as text.
-            slots.append(scanner.slot(source))
+            if scanner.deciding(source):
+                held.append(source)
+                held_bytes += source.size or 0
+                if scanner.plain_bytes + held_bytes < PARALLEL_MIN_BYTES and len(held) < MAX_HELD:
+                    continue
+                ready = held
+            else:
+                ready = [*held, source]
+            slots += scanner.slots(ready)
+            held, held_bytes = [], 0
+        slots += scanner.slots(held)
         merged = [_merge(slot.source, slot.results(scanner.rescan(slot.source))) for slot in slots]
     except BaseException:
         if scanner.workers is not None:
@@ -220,16 +255,13 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
     piece, the per-writer caps applied again), its summary and the bytes read from it."""
     observations: list[Observation] = []
     base = 0
+    keep = _Caps() if len(pieces) > 1 else None
     for piece in pieces:
-        if base:
-            observations += (
-                replace(o, line=replace(o.line, lineno=o.line.lineno + base)) for o in piece.observations
-            )
-        else:
-            observations += piece.observations
+        kept = piece.observations if keep is None else [o for o in piece.observations if keep(o)]
+        if base:  # numbered from the piece's first line: renumbered once capped (most later ones go)
+            kept = [replace(o, line=replace(o.line, lineno=o.line.lineno + base)) for o in kept]
+        observations += kept
         base += piece.lines
-    if len(pieces) > 1:
-        observations = _capped(observations)
     size = sum(piece.size for piece in pieces)
     digest = pieces[0].digest or content_digest(size, pieces[0].head, pieces[-1].tail)
     times = [t for piece in pieces for t in (piece.first_time, piece.last_time) if t is not None]
@@ -247,18 +279,20 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
     return observations, summary, sum(piece.read_bytes for piece in pieces)
 
 
-def _capped(observations: list[Observation]) -> list[Observation]:
-    """The first MAX_PER_WRITER observations per signature and writer, MAX_PER_SOURCE per signature, in
-    file order: what one pass over the whole file keeps (see `source_scan._SourceScan._keep`)."""
-    kept: Counter[tuple[object, ...]] = Counter()
-    total: Counter[str] = Counter()
-    out: list[Observation] = []
-    for obs in observations:
-        line, fields = obs.line, obs.fields
-        writer = (obs.signature, line.rank, line.host, line.pid, fields.get("rank"), fields.get("pg_rank"))
-        if kept[writer] >= MAX_PER_WRITER or total[obs.signature] >= MAX_PER_SOURCE:
-            continue
-        kept[writer] += 1
-        total[obs.signature] += 1
-        out.append(obs)
-    return out
+class _Caps:
+    """Called on a split file's observations in file order: whether each is among the first
+    MAX_PER_WRITER per signature and writer, MAX_PER_SOURCE per signature, which is what one pass over
+    the whole file keeps (see `source_scan._SourceScan._try`)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[object, ...], int] = {}
+        self.total: dict[str, int] = {}
+
+    def __call__(self, obs: Observation) -> bool:
+        writer = writer_of(obs.signature, obs.line, obs.fields)
+        seen, total = self.kept.get(writer, 0), self.total.get(obs.signature, 0)
+        if seen >= MAX_PER_WRITER or total >= MAX_PER_SOURCE:
+            return False
+        self.kept[writer] = seen + 1
+        self.total[obs.signature] = total + 1
+        return True

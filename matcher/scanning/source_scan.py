@@ -96,27 +96,55 @@ class _Record:
         return self._whole
 
 
-_recent_roles: list[tuple[Catalog, frozenset[int], dict[str, int]]] = []
+@dataclass(slots=True)
+class _Entry:
+    """A catalog signature as the scanner runs it: its regex (compiled on first use: a run needs only the
+    few signatures whose keywords occur) and how many named groups it has."""
+
+    signature: Signature
+    index: int  # in the catalog
+    pattern: regex.Pattern[str] | None = None
+    wanted: int = 0
+
+    def compiled(self) -> regex.Pattern[str]:
+        if self.pattern is None:
+            self.pattern = self.signature.pattern
+            self.wanted = len(self.pattern.groupindex)
+        return self.pattern
 
 
-def _roles(catalog: Catalog) -> tuple[frozenset[int], dict[str, int]]:
-    """The catalog's context signature indices and its id -> index map, built once per catalog (a
-    bundle of a thousand small files creates a thousand scan states)."""
-    for known, context, index in _recent_roles:
+@dataclass(frozen=True, slots=True)
+class _Roles:
+    context: frozenset[int]  # catalog indices of the context signatures
+    index: dict[str, int]  # signature id -> catalog index
+    entries: tuple[_Entry, ...]  # by catalog index
+
+
+_recent_roles: list[tuple[Catalog, _Roles]] = []
+
+
+def _roles(catalog: Catalog) -> _Roles:
+    """The catalog as the scanner runs it, built once per catalog (a bundle of a thousand small files
+    creates a thousand scan states)."""
+    for known, roles in _recent_roles:
         if known is catalog:
-            return context, index
-    context = frozenset(i for i, s in enumerate(catalog.signatures) if s.role == "context")
-    index = {s.id: i for i, s in enumerate(catalog.signatures)}
-    _recent_roles.append((catalog, context, index))
+            return roles
+    signatures = catalog.signatures
+    roles = _Roles(
+        context=frozenset(i for i, s in enumerate(signatures) if s.role == "context"),
+        index={s.id: i for i, s in enumerate(signatures)},
+        entries=tuple(_Entry(s, i) for i, s in enumerate(signatures)),
+    )
+    _recent_roles.append((catalog, roles))
     del _recent_roles[:-4]
-    return context, index
+    return roles
 
 
 @dataclass(slots=True)
 class _Pending:
     """A multi-line record (`after = N`) whose continuation lines lie in the next block."""
 
-    signature: Signature
+    entry: _Entry
     record: _Record
     lines: list[str]
     missing: int
@@ -214,11 +242,13 @@ class _SourceScan:
     small: list[read.Block] | None = field(default_factory=list)  # the blocks while the source is small
 
     fresh: set[int] = field(default_factory=set)  # signatures that kept an observation on this line
-    index: dict[str, int] = field(init=False)  # signature id -> catalog index
+    entries: tuple[_Entry, ...] = field(init=False)  # by catalog index
+    tick: Callable[[], None] | None = None  # called between the regions of a block (see scan_piece)
 
     def __post_init__(self) -> None:
-        context, self.index = _roles(self.catalog)
-        self.flood = FloodControl(context)
+        roles = _roles(self.catalog)
+        self.entries = roles.entries
+        self.flood = FloodControl(roles.context)
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
         data = block.data
@@ -227,16 +257,16 @@ class _SourceScan:
         self.size += len(data)
         self.read_bytes = block.consumed
         self._finish_pending(data, block.first_lineno)
-        cursor = _Cursor(block.first_lineno)
+        cursor = _Cursor(block.first_lineno, block.lines, len(data))
+        ascii = data.isascii()
         position = 0
         while position < len(data):
             # Awake, a region is a slice, so that a flood is noticed early; asleep, the rest of the block.
             end = len(data) if self.flood.sampling else _line_end(data, position + SLICE_BYTES)
-            position = self._region(data, position, end, prefilter, cursor)
-        # Lines of this block are known for free once the next block says where it starts; only the
-        # last block of a source is counted (see `close`).
-        if self.last is not None:
-            self.lines += block.first_lineno - self.last.first_lineno
+            position = self._region(data, position, end, prefilter, cursor, ascii)
+            if self.tick is not None and position < len(data):
+                self.tick()
+        self.lines += block.lines
         self.last = block
         if self.small is not None:  # re-joined at the end, once the source is known to be small
             self.small = [*self.small, block] if self.size <= rejoin.MAX_SOURCE_BYTES else None
@@ -248,26 +278,30 @@ class _SourceScan:
         end: int,
         prefilter: Prefilter,
         cursor: _Cursor,
+        ascii: bool,
     ) -> int:
-        """Scans data[begin:end] (whole lines); returns where the next region starts: `end`, or the line
-        after the one that put context signatures to sleep or woke them up."""
-        region = data[begin:end] if begin or end < len(data) else data
+        """Scans data[begin:end] (whole lines; `ascii`: whether all of data is); returns where the next
+        region starts: `end`, or the line after the one that put context signatures to sleep or woke
+        them up."""
         flood = self.flood
-        for candidate in prefilter.candidates(region, sample_context=flood.sampling):
-            start, stop = begin + candidate.start, begin + candidate.end
-            chosen, had_context = flood.choose(candidate.signatures)
-            looked: list[int] = []
-            self.fresh.clear()
-            if chosen:
-                lineno = cursor.advance(data, start)
-                active = self._worth_parsing(data, start, chosen) if had_context else chosen
-                if active:
-                    self._candidate(data, start, stop, lineno, active)
-                looked = [i for i in active if i in flood.context] if had_context else looked
-            if not had_context:
+        candidates = prefilter.candidates(
+            data, sample_context=flood.sampling, begin=begin, end=end, ascii=ascii
+        )
+        context, fresh = flood.context, self.fresh
+        for start, stop, signatures in candidates:
+            chosen, had_context = flood.choose(signatures)
+            if not had_context:  # root and cascade signatures only: always looked at
+                self._candidate(data, start, stop, cursor.advance(data, start), chosen)
                 continue
             self.context_seen = True
-            productive = [i for i in looked if i in self.fresh]
+            looked: list[int] = []
+            fresh.clear()
+            if chosen:
+                active = self._worth_parsing(data, start, chosen)
+                if active:
+                    self._candidate(data, start, stop, cursor.advance(data, start), active)
+                    looked = [i for i in active if i in context]
+            productive = [i for i in looked if i in fresh] if fresh else []
             if flood.outcome(looked, productive) is not Turn.GO_ON:
                 return stop + 1
         return end
@@ -275,37 +309,43 @@ class _SourceScan:
     def _candidate(self, data: bytes, start: int, stop: int, lineno: int, active: list[int]) -> None:
         record = _Record.parse(data[start:stop], self.source, lineno)
         for segment in record.segments:
-            self._note_line(segment)
+            if segment.time is not None or segment.rank is not None:
+                self._note_line(segment)
         for index in active:
-            signature = self.catalog.signatures[index]
-            if not signature.after:
-                self._try(signature, record, [])
+            entry = self.entries[index]
+            after = entry.signature.after
+            if not after:
+                self._try(entry, record, [])
                 continue
-            following = _following_lines(data, stop, signature.after)
+            following = _following_lines(data, stop, after)
             texts = [self._text_of(raw, lineno + 1 + i) for i, raw in enumerate(following)]
-            if len(following) < signature.after:  # the record may go on in the next block
-                self.pending.append(_Pending(signature, record, texts, signature.after - len(following)))
+            if len(following) < after:  # the record may go on in the next block
+                self.pending.append(_Pending(entry, record, texts, after - len(following)))
             else:
-                self._try(signature, record, texts)
+                self._try(entry, record, texts)
 
     def _worth_parsing(self, data: bytes, start: int, signatures: list[int]) -> list[int]:
         """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD);
         called for lines with a context signature (root and cascade lines are always parsed)."""
         # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
         # of one process, while heads that start with a clock (syslog, glog) change every second.
-        end = start
-        for _ in range(3):
-            end = data.find(b" ", end + 1, start + 160)
-            if end < 0:
-                break
-        head = data[start:end] if end > start else b""
+        limit = start + 160
+        end = data.find(b" ", start + 1, limit)
+        if end >= 0:
+            end = data.find(b" ", end + 1, limit)
+        if end >= 0:
+            end = data.find(b" ", end + 1, limit)
+        if end < 0:  # no head: every signature is worth it
+            return signatures
+        head = data[start:end]
         active = []
-        context = self.flood.context
+        context, offered = self.flood.context, self.offered
         for index in signatures:
-            if head and index in context:
+            if index in context:
                 key = (index, head)
-                self.offered[key] += 1
-                if self.offered[key] > CONTEXT_LINES_PER_HEAD:
+                seen = offered.get(key, 0) + 1  # `get`: a Counter's own miss runs Python code
+                offered[key] = seen
+                if seen > CONTEXT_LINES_PER_HEAD:
                     continue
             active.append(index)
         return active
@@ -324,7 +364,7 @@ class _SourceScan:
             glued = lines[junction.index] + junction.separator + lines[junction.index + 1]
             record = _Record.parse(glued, self.source, block.first_lineno + junction.index)
             for index in junction.signatures:
-                self._try(self.catalog.signatures[index], record, [])
+                self._try(self.entries[index], record, [])
 
     def finish(self, prefilter: Prefilter, following: bytes = b"") -> Piece:
         """The piece scanned; `following` holds the lines after a span, for records still missing lines."""
@@ -333,14 +373,12 @@ class _SourceScan:
         self.small = None
         tail = b""
         if self.last is not None:
-            data = self.last.data
-            tail = data[-DIGEST_EDGE_BYTES:]
-            self.lines += read.count_lines(data) + (1 if data and not data.endswith(b"\n") else 0)
+            tail = self.last.data[-DIGEST_EDGE_BYTES:]
             self.last = None
         if self.pending and following:
             self._finish_pending(following, self.lines + 1)
         for pending in self.pending:
-            self._try(pending.signature, pending.record, pending.lines)
+            self._try(pending.entry, pending.record, pending.lines)
         self.pending = []
         # Multi-line records and re-joined wraps finish late: keep the observations in file order.
         self.observations.sort(key=lambda o: o.line.lineno)
@@ -382,7 +420,7 @@ class _SourceScan:
             if pending.missing > 0 and following:
                 still.append(pending)
             else:
-                self._try(pending.signature, pending.record, pending.lines)
+                self._try(pending.entry, pending.record, pending.lines)
         self.pending = still
 
     def _text_of(self, raw: bytes, lineno: int) -> str:
@@ -397,28 +435,32 @@ class _SourceScan:
         if line.rank is not None:
             self.ranks.add(line.rank)
 
-    def _try(self, signature: Signature, record: _Record, continuation: list[str]) -> None:
-        for line, fields in _matches(signature, record, continuation, self.budget):
-            self._keep(signature, line, fields)
-
-    def _keep(self, signature: Signature, line: Line, fields: dict[str, FieldValue]) -> None:
-        writer = writer_of(signature.id, line, fields)
-        if self.kept[writer] >= MAX_PER_WRITER or self.kept_total[signature.id] >= MAX_PER_SOURCE:
+    def _try(self, entry: _Entry, record: _Record, continuation: list[str]) -> None:
+        found = _matches(entry.signature, record, continuation, self.budget, entry)
+        if not found:
             return
-        self.kept[writer] += 1
-        self.kept_total[signature.id] += 1
-        self.fresh.add(self.index[signature.id])
-        self.observations.append(
-            Observation(
-                signature=signature.id,
-                classes=signature.classes,
-                role=signature.role,
-                line=line,
-                fields=fields,
-                weight=signature.weight,
-                symptom=signature.symptom,
+        signature = entry.signature
+        signature_id = signature.id
+        kept, kept_total = self.kept, self.kept_total
+        for line, fields in found:
+            writer = writer_of(signature_id, line, fields)
+            # `get`: a Counter's own lookup of a missing key runs Python code (`__missing__`).
+            if kept.get(writer, 0) >= MAX_PER_WRITER or kept_total.get(signature_id, 0) >= MAX_PER_SOURCE:
+                continue
+            kept[writer] += 1
+            kept_total[signature_id] += 1
+            self.fresh.add(entry.index)
+            self.observations.append(
+                Observation(
+                    signature_id,
+                    signature.classes,
+                    signature.role,
+                    line,
+                    fields,
+                    signature.weight,
+                    signature.symptom,
+                )
             )
-        )
 
 
 def content_digest(size: int, head: bytes, tail: bytes) -> str:
@@ -456,36 +498,46 @@ def settles(seed: Seed, guess: Piece) -> bool:
 
 
 def _matches(
-    signature: Signature, record: _Record, continuation: list[str], budget: RegexBudget
+    signature: Signature,
+    record: _Record,
+    continuation: list[str],
+    budget: RegexBudget,
+    entry: _Entry | None = None,
 ) -> list[tuple[Line, dict[str, FieldValue]]]:
     """Where the signature matches a candidate line: each fragment's peeled text, else its unpeeled form
     (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
-    still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`)."""
+    still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`).
+    `entry`: the scanner's compiled form of the signature."""
 
-    pattern = signature.pattern
-
-    def attempt(text: str) -> list[dict[str, FieldValue]]:
-        return match_all(
-            signature, "\n".join([text, *continuation]) if continuation else text, budget, pattern
-        )
-
+    entry = entry or _Entry(signature, -1)
+    pattern = entry.compiled()
+    wanted = entry.wanted
     found: list[tuple[Line, dict[str, FieldValue]]] = []
-    wanted = len(pattern.groupindex)
     for segment in record.segments:
-        matches = attempt(segment.text)
-        if segment.raw and segment.raw != segment.text and (not matches or len(matches[0]) < wanted):
+        text, raw = segment.text, segment.raw
+        matches = match_all(signature, _joined(text, continuation), budget, pattern)
+        if raw and raw != text and (not matches or len(matches[0]) < wanted):
             # Patterns may also read the prefix (a host, a pid): the raw line fills what the text lacks.
-            extra = attempt(segment.raw)
+            extra = match_all(signature, _joined(raw, continuation), budget, pattern)
             if extra and matches:
                 matches[0] = {**extra[0], **matches[0]}
             elif extra:
                 matches = extra
-        found.extend((segment, fields) for fields in matches)
+        for fields in matches:
+            found.append((segment, fields))
     if found or any(record.whole == segment.raw for segment in record.segments):
         return found
     last = record.segments[-1]
     whole = replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP])
-    return [(whole, fields) for fields in attempt(record.whole)]
+    return [
+        (whole, fields)
+        for fields in match_all(signature, _joined(record.whole, continuation), budget, pattern)
+    ]
+
+
+def _joined(text: str, continuation: list[str]) -> str:
+    """A line's text with the continuation lines of an `after = N` signature."""
+    return "\n".join([text, *continuation]) if continuation else text
 
 
 def match_lines(
@@ -500,10 +552,14 @@ def match_lines(
 
 @dataclass(slots=True)
 class _Cursor:
-    """Line numbers of a block's candidate lines: newlines are counted only up to each candidate line,
-    continuing from the previous one."""
+    """Line numbers of a block's candidate lines (starts in increasing order): newlines are counted
+    from the previous candidate line, or back from the end of the block where that is nearer (`lines`:
+    the block's line count, `size`: its length; 0 when unknown), so that candidates at both ends of a
+    block (a process's set-up lines, its last errors) cost a count of little more than the block."""
 
     first: int
+    lines: int = 0
+    size: int = 0
     lineno: int = 0
     counted_to: int = 0
 
@@ -511,7 +567,10 @@ class _Cursor:
         self.lineno = self.first
 
     def advance(self, data: bytes, start: int) -> int:
-        self.lineno += data.count(b"\n", self.counted_to, start)
+        if self.size and start - self.counted_to > self.size - start:
+            self.lineno = self.first + self.lines - data.count(b"\n", start, self.size)
+        else:
+            self.lineno += data.count(b"\n", self.counted_to, start)
         self.counted_to = start
         return self.lineno
 
@@ -550,12 +609,15 @@ def scan_piece(
     guess: bool = False,
     read_ahead: bool = True,
     progress: Callable[[int], None] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> Piece:
     """Scan a whole source, or one span of a plain file (`seed`: the first span's, for the others;
     `give_seed`: return this span's for them; `guess`: a later span scanned before the first span is
     done, sampling context lines throughout, to be checked with `settles`; `read_ahead`: read the next
-    blocks in a helper thread, worth it only while a core is free)."""
-    state = _SourceScan(source, catalog, [], budget)
+    blocks in a helper thread, worth it only while a core is free; `progress`: called after each block
+    with its size; `tick`: between the regions of a block too, a few per MiB where context lines are
+    looked at: a block of set-up lines takes a tenth of a second, too long for waiting workers)."""
+    state = _SourceScan(source, catalog, [], budget, tick=tick)
     if source.bundled or (span is not None and (span.begin or span.end is not None)):
         state.small = None  # wraps are re-joined in pasted excerpts: never a bundle's files or a big file
     if seed is not None:

@@ -63,5 +63,6 @@ def test_worker_processes_share_one_regex_budget(
     bundle = _bundle(tmp_path / "bundle", files=8, lines=25)
     budget = RegexBudget([s.id for s in catalog], shared=True)
     scan_module.scan(iter_sources([str(bundle)]), catalog, budget=budget)
-    # Each worker checks the shared count before a regex runs, so the two may overshoot it by one.
+    # Each process checks the shared count before a regex runs, so the two that scan (a worker and this
+    # one) may overshoot it by one.
     assert PER_SIGNATURE <= budget.spent() <= PER_SIGNATURE + 1  # not 8 sources x 20
