@@ -18,7 +18,6 @@ import json
 import os
 import pickle
 import shutil
-import struct
 import subprocess
 import sys
 import tarfile
@@ -30,47 +29,34 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "oom-one-rank"
+sys.path.insert(0, str(ROOT))
 
-ENTRY: dict[str, Any] = {
-    "record_id": 1,
-    "pg_id": 0,
-    "process_group": ("0", "default_pg"),
-    "collective_seq_id": 5,
-    "profiling_name": "nccl:all_reduce",
-    "input_sizes": [[4096, 1, 5120]],
-    "input_dtypes": ["BFloat16"],
-    "output_sizes": [[4096, 1, 5120]],
-    "state": "scheduled",
-    "time_created_ns": 1,
-}
-PG_CONFIG = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+from tests.fixtures.hostile_files import (  # noqa: E402
+    FR_ENTRY,
+    fr_billion_laughs,
+    fr_self_reference,
+    fr_shared_entries,
+    repeat_central_directory,
+)
+
+EXAMPLE = ROOT / "examples" / "oom-one-rank"
 
 
 def _self_reference(path: Path) -> None:
-    entry: dict[str, Any] = dict(ENTRY)
-    cycle: list[Any] = [entry]
-    entry["input_sizes"] = cycle
-    cycle.append(cycle)
-    path.write_bytes(pickle.dumps({"version": "2.4", "entries": [entry], "pg_config": PG_CONFIG}, protocol=2))
+    path.write_bytes(pickle.dumps(fr_self_reference(), protocol=2))
 
 
 def _billion_laughs(path: Path) -> None:
-    node: list[Any] = ["lol"]
-    for _ in range(40):
-        node = [node, node]
-    entry = {**ENTRY, "input_sizes": node}
-    path.write_bytes(pickle.dumps({"version": "2.4", "entries": [entry], "pg_config": PG_CONFIG}, protocol=2))
+    path.write_bytes(pickle.dumps(fr_billion_laughs(), protocol=2))
 
 
 def _shared_entries_pickle(path: Path) -> None:
-    document = {"version": "2.4", "entries": [ENTRY] * 3_000_000, "pg_config": PG_CONFIG}
-    path.write_bytes(gzip.compress(pickle.dumps(document, protocol=2), 9))
+    path.write_bytes(gzip.compress(pickle.dumps(fr_shared_entries(), protocol=2), 9))
 
 
 def _repeated_entries_json(path: Path) -> None:
     """Gzipped JSON that stays under the old 256 MiB cap once decompressed (about 240 MB)."""
-    entry = json.dumps(ENTRY)
+    entry = json.dumps(FR_ENTRY)
     with gzip.open(path, "wt", compresslevel=9) as out:
         out.write('{"version": "2.4", "entries": [' + entry)
         for _ in range(880_000 // 1000):
@@ -99,14 +85,7 @@ def _zip_duplicate_entries(path: Path) -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("rank0.log", b"\n" * (63 * 1024**2))
-    blob = buffer.getvalue()
-    end = blob.rindex(b"PK\x05\x06")
-    size, offset = struct.unpack("<II", blob[end + 12 : end + 20])
-    entry = blob[offset : offset + size]
-    copies = [entry] * 1000  # the same name and local header, a thousand times
-    directory = b"".join(copies)
-    tail = blob[end : end + 8] + struct.pack("<HHII", 1000, 1000, len(directory), offset) + blob[end + 20 :]
-    path.write_bytes(blob[:offset] + directory + tail)
+    path.write_bytes(repeat_central_directory(buffer.getvalue(), 1000))  # the same name each time
 
 
 def _tar_many_members(path: Path, compress: bool) -> None:

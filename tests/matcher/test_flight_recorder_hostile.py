@@ -28,20 +28,9 @@ from matcher.flight_recorder.load import (
     UnsafeDumpError,
     load_dump,
 )
-
-ENTRY: dict[str, Any] = {
-    "record_id": 1,
-    "pg_id": 0,
-    "process_group": ("0", "default_pg"),
-    "collective_seq_id": 5,
-    "profiling_name": "nccl:all_reduce",
-    "input_sizes": [[4096, 1, 5120]],
-    "input_dtypes": ["BFloat16"],
-    "output_sizes": [[4096, 1, 5120]],
-    "state": "scheduled",
-    "time_created_ns": 1,
-}
-PG_CONFIG = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+from tests.fixtures.hostile_files import FR_ENTRY as ENTRY
+from tests.fixtures.hostile_files import FR_PG_CONFIG as PG_CONFIG
+from tests.fixtures.hostile_files import fr_shared_entries
 
 
 def _peak_mib(action: Callable[[], Any]) -> float:
@@ -162,7 +151,7 @@ def test_every_opcode_that_reaches_code_is_refused_by_name(opcode: bytes, name: 
 
 @pytest.mark.timeout(60)
 def test_millions_of_shared_entries_in_a_10_kb_gzip_are_refused_in_bounded_memory() -> None:
-    document = {"version": "2.4", "entries": [ENTRY] * 3_000_000, "pg_config": PG_CONFIG}
+    document = fr_shared_entries(3_000_000)
     data = gzip.compress(pickle.dumps(document, protocol=2), 9)
     assert len(data) < 16 * 1024
     with pytest.raises(DumpTooLargeError, match="3,000,000 entries"):

@@ -8,7 +8,6 @@ import io
 import logging
 import os
 import random
-import struct
 import tarfile
 import zipfile
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from matcher.model import InputError
 from matcher.pipeline import diagnose
 from matcher.reading.read import ReadLimits, iter_blocks, iter_sources
+from tests.fixtures.hostile_files import repeat_central_directory
 
 OOM_LINE = b"[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
 
@@ -81,29 +81,12 @@ def _zip(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def _duplicate_central_entries(blob: bytes, copies: int) -> bytes:
-    """The zip's one central-directory entry repeated `copies` times under new names, all pointing at
-    the same local header and data (the trick that multiplies the output of a tiny file)."""
-    end = blob.rindex(b"PK\x05\x06")
-    (cd_size, cd_offset) = struct.unpack("<II", blob[end + 12 : end + 20])
-    entry = blob[cd_offset : cd_offset + cd_size]
-    name_length = struct.unpack("<H", entry[28:30])[0]
-    entries = []
-    for copy in range(copies):
-        name = f"rank{copy}.log".encode().ljust(name_length, b"_")[:name_length]
-        entries.append(entry[:46] + name + entry[46 + name_length :])
-    directory = b"".join(entries)
-    tail = blob[end : end + 22]
-    tail = tail[:8] + struct.pack("<HHII", copies, copies, len(directory), cd_offset) + tail[20:]
-    return blob[:cd_offset] + directory + tail
-
-
 def test_zip_entries_pointing_at_the_same_data_are_read_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = _noise(2000) + OOM_LINE
     path = tmp_path / "bundle.zip"
-    path.write_bytes(_duplicate_central_entries(_zip({"rank0.log": data}), copies=50))
+    path.write_bytes(repeat_central_directory(_zip({"rank0.log": data}), 50, rename=True))
     with caplog.at_level(logging.WARNING, logger="ncclbot.read"):
         texts = _text_read([str(path)])
     assert len(texts) == 1

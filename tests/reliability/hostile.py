@@ -9,7 +9,6 @@ import gzip
 import io
 import json
 import pickle
-import struct
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -17,6 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.cli.test_hostile_input import SECRETS
+from tests.fixtures.hostile_files import (
+    fr_billion_laughs,
+    fr_self_reference,
+    fr_shared_entries,
+    repeat_central_directory,
+)
 
 OOM = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 # What a terminal acts on (ESC, C1 CSI, BEL, bidi override and isolate) and what Slack acts on.
@@ -113,15 +118,7 @@ def _zip_duplicate_entries() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr(member, (OOM + "\n").encode() * ((16 << 20) // len(OOM)))
-    raw = buffer.getvalue()
-    end = raw.rindex(b"PK\x05\x06")
-    (_count, size, offset) = struct.unpack("<HII", raw[end + 10 : end + 20])
-    directory = raw[offset : offset + size]
-    copies = 2000
-    duplicated = directory * copies
-    record = raw[end : end + 22]
-    record = record[:8] + struct.pack("<HHII", copies, copies, len(duplicated), offset) + record[20:]
-    return raw[:offset] + duplicated + record
+    return repeat_central_directory(buffer.getvalue(), 2000)
 
 
 def _many_members() -> bytes:
@@ -140,45 +137,12 @@ def _long_lines() -> bytes:
     return ("\n".join(lines) + "\n" + OOM + "\n").encode()
 
 
-def _fr_entry() -> dict[str, Any]:
-    return {
-        "record_id": 1,
-        "pg_id": 0,
-        "process_group": ("0", "default_pg"),
-        "collective_seq_id": 5,
-        "profiling_name": "nccl:all_reduce",
-        "input_sizes": [[4096, 1, 5120]],
-        "state": "scheduled",
-        "time_created_ns": 1,
-    }
-
-
-def _fr(
-    document_for: Callable[[dict[str, Any]], dict[str, Any]], compress: bool = False
-) -> Callable[[], bytes]:
+def _fr(document: Callable[[], dict[str, Any]], compress: bool = False) -> Callable[[], bytes]:
     def make() -> bytes:
-        data = pickle.dumps(document_for(_fr_entry()), protocol=2)
+        data = pickle.dumps(document(), protocol=2)
         return gzip.compress(data, 9) if compress else data
 
     return make
-
-
-def _self_reference(entry: dict[str, Any]) -> dict[str, Any]:
-    cycle: list[Any] = [entry]
-    entry["input_sizes"] = cycle
-    cycle.append(cycle)
-    return {"version": "2.4", "entries": [entry], "pg_config": {"0": {"name": "0", "ranks": "[0, 1]"}}}
-
-
-def _billion_laughs(entry: dict[str, Any]) -> dict[str, Any]:
-    node: list[Any] = ["lol"]
-    for _ in range(40):
-        node = [node, node]
-    return {"version": "2.4", "entries": [{**entry, "input_sizes": node}], "pg_config": {}}
-
-
-def _shared_entries(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"version": "2.4", "entries": [entry] * 3_000_000, "pg_config": {}}
 
 
 def _malicious_pickle() -> bytes:
@@ -199,9 +163,9 @@ INPUTS: tuple[Hostile, ...] = (
     Hostile("zip-duplicate-entries", "bundle.zip", _zip_duplicate_entries, "cuda/oom"),
     Hostile("tar-of-100001-members", "many.tar.gz", _many_members, None),
     Hostile("64-kb-lines", "rank3.log", _long_lines, "cuda/oom"),
-    Hostile("fr-self-reference", "nccl_trace_rank_0", _fr(_self_reference), "unknown"),
-    Hostile("fr-billion-laughs", "nccl_trace_rank_1", _fr(_billion_laughs), "unknown"),
-    Hostile("fr-shared-entries-gz", "nccl_trace_rank_2.gz", _fr(_shared_entries, compress=True), None),
+    Hostile("fr-self-reference", "nccl_trace_rank_0", _fr(fr_self_reference), "unknown"),
+    Hostile("fr-billion-laughs", "nccl_trace_rank_1", _fr(fr_billion_laughs), "unknown"),
+    Hostile("fr-shared-entries-gz", "nccl_trace_rank_2.gz", _fr(fr_shared_entries, compress=True), None),
     Hostile("malicious-pickle", "nccl_trace_rank_5", _malicious_pickle, "unknown"),
 )
 
