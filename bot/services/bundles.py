@@ -91,20 +91,19 @@ def keep_references(store: Any, incident_id: int, paths: Sequence[str], *, occur
     return joined
 
 
-def fetched_files(folder: Path) -> list[SpooledFile]:
-    """The log files a job source fetched into `folder` (`<node>/<pod>__<container>.log`), as files to
-    keep: each keeps its node folder, and its origin names the job's file, not the scratch folder."""
+def fetched_files(folder: Path, paths: Sequence[str]) -> list[SpooledFile]:
+    """The log files a job source fetched into `folder` (`paths`: `<node>/<pod>__<container>.log`), as
+    files to keep: each keeps its node folder, and its origin names the job's file, not the folder."""
     files = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in map(Path, paths):
         relative = path.relative_to(folder)
-        parent = relative.parent.name if relative.parent != Path(".") else ""
         files.append(
             SpooledFile(
                 name=path.name,
                 path=path,
                 size=path.stat().st_size,
                 origin=f"fetched:{relative.as_posix()}",
-                folder=parent,
+                folder=relative.parent.name,  # "" for a file at the top
             )
         )
     return files

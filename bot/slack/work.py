@@ -265,7 +265,7 @@ class Diagnoser:
                     self.store,
                     self.bundle_root,
                     record.id,
-                    fetched_files(Path(task.job.fetched_into)),
+                    fetched_files(Path(task.job.fetched_into), task.job.paths),
                     cap_bytes=self.settings.bundle_keep_bytes,
                     occurrence_id=record.occurrence_id,
                 )
