@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
+from bot.settings import Settings
+
 log = logging.getLogger("ncclbot.services.bundles")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -91,9 +95,17 @@ def keep_references(store: Any, incident_id: int, paths: Sequence[str], *, occur
     return joined
 
 
-def fetched_files(folder: Path, paths: Sequence[str]) -> list[SpooledFile]:
-    """The log files a job source fetched into `folder` (`paths`: `<node>/<pod>__<container>.log`), as
-    files to keep: each keeps its node folder, and its origin names the job's file, not the folder."""
+def bundle_root(settings: Settings) -> Path:
+    """Where incidents' kept files live: `bundles/` under NCCLBOT_SPOOL_DIR, else the user data dir."""
+    base = settings.spool_dir or Path(platformdirs.user_data_dir("ncclbot", appauthor=False))
+    return base / "bundles"
+
+
+def fetched_files(folder: Path, paths: Sequence[str], *, origin: str) -> list[SpooledFile]:
+    """Log files the bot wrote into `folder` for one job (`paths`: pod logs `<node>/<pod>__<container>.log`,
+    a webhook's inline logs), as files to keep: each keeps its subfolder (a pod log's node), and its
+    origin is `origin` (one fetch or event: another job's files of the same names join too) plus the
+    file's path in the folder."""
     files = []
     for path in map(Path, paths):
         relative = path.relative_to(folder)
@@ -102,7 +114,7 @@ def fetched_files(folder: Path, paths: Sequence[str]) -> list[SpooledFile]:
                 name=path.name,
                 path=path,
                 size=path.stat().st_size,
-                origin=f"fetched:{relative.as_posix()}",
+                origin=f"{origin}:{relative.as_posix()}",
                 folder=relative.parent.name,  # "" for a file at the top
             )
         )

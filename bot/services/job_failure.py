@@ -27,6 +27,7 @@ from typing import Any
 import runbooks
 from bot.jobs.model import JobError, JobNotFound, JobRef
 from bot.render import job_failure as render
+from bot.services.bundles import bundle_root, fetched_files, keep, keep_references
 from bot.services.diagnose import DiagnosisOutcome, DiagnosisRequest, diagnose_and_record, record_diagnosis
 from bot.services.job_logs import fetch_job_logs
 from bot.services.outlet import Message, Outlet
@@ -139,7 +140,7 @@ class JobFailureService:
                     target = Path(scratch) / name
                     target.write_text(content, encoding="utf-8", errors="replace")  # lone surrogates
                     paths.append(str(target))
-                return self._read(failure, paths)
+                return self._read(failure, paths, written_into=Path(scratch))
         if failure.log_paths:
             allowed = [p for p in failure.log_paths if under_roots(p, self.settings.webhook_log_roots)]
             refused = [p for p in failure.log_paths if p not in allowed]
@@ -159,10 +160,16 @@ class JobFailureService:
                 if not final:
                     raise  # perhaps passing (scheduler restarting): the queue retries with backoff
                 return Diagnosed(None, f"logs could not be read: {error}")
-            diagnosed = self._read(failure, [str(p) for p in fetched.paths])
+            wrote = any(Path(scratch).iterdir())  # pod logs fetched here, not a job's own files
+            diagnosed = self._read(
+                failure, [str(p) for p in fetched.paths], written_into=Path(scratch) if wrote else None
+            )
             return Diagnosed(diagnosed.outcome, diagnosed.problem, fetched.info.nodes, fetched.info.name)
 
-    def _read(self, failure: JobFailure, paths: list[str]) -> Diagnosed:
+    def _read(self, failure: JobFailure, paths: list[str], *, written_into: Path | None = None) -> Diagnosed:
+        """Diagnose `paths` and keep them with the incident, so that files posted later in its thread
+        are read with them: copies of what the bot wrote into `written_into` (removed afterwards),
+        references to a job's own files."""
         try:
             outcome = diagnose_and_record(
                 DiagnosisRequest(
@@ -176,6 +183,18 @@ class JobFailureService:
             )
         except InputError as error:
             return Diagnosed(None, f"logs unusable: {error}")
+        record = outcome.incident
+        if record is not None and written_into is not None:
+            keep(
+                self.store,
+                bundle_root(self.settings),
+                record.id,
+                fetched_files(written_into, paths, origin=f"webhook:{failure.key}"),
+                cap_bytes=self.settings.bundle_keep_bytes,
+                occurrence_id=record.occurrence_id,
+            )
+        elif record is not None:
+            keep_references(self.store, record.id, paths, occurrence_id=record.occurrence_id)
         return Diagnosed(outcome, None)
 
     def _precomputed(self, failure: JobFailure, diagnosis: Diagnosis) -> DiagnosisOutcome:

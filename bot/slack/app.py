@@ -4,13 +4,12 @@ and the listeners of every surface."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
-import platformdirs
 from slack_bolt import App, BoltResponse
 
 from bot.logs import ContextThreadPoolExecutor
+from bot.services.bundles import bundle_root
 from bot.services.hooks import cluster_actions, job_sources
 from bot.services.incidents import IncidentActions
 from bot.services.outlet import Outlet
@@ -34,11 +33,6 @@ log = logging.getLogger("ncclbot.slack")
 # Listener threads: they acknowledge, post a placeholder and queue; heavy work runs in the Runner.
 LISTENER_THREADS = 16
 SURFACES = (commands, events, shortcuts, actions, views, home)
-
-
-def bundle_root(settings: Settings) -> Path:
-    base = settings.spool_dir or Path(platformdirs.user_data_dir("ncclbot", appauthor=False))
-    return base / "bundles"
 
 
 def build_deps(settings: Settings, store: object, outlet: Outlet | None = None) -> SlackDeps:

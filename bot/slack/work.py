@@ -265,7 +265,11 @@ class Diagnoser:
                     self.store,
                     self.bundle_root,
                     record.id,
-                    fetched_files(Path(task.job.fetched_into), task.job.paths),
+                    fetched_files(
+                        Path(task.job.fetched_into),
+                        task.job.paths,
+                        origin=f"fetched:{Path(task.job.fetched_into).name}",  # one folder per fetch
+                    ),
                     cap_bytes=self.settings.bundle_keep_bytes,
                     occurrence_id=record.occurrence_id,
                 )

@@ -10,12 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from bot.services.bundles import bundle_logs
 from bot.store import Store
 from bot.store.queue import WorkQueue
 from tests.conftest import need_service
 from tests.fixtures.postgres_server import postgres_bin, private_postgres
 from tests.webhook.harness import SECRET, running_webhook, settings_for
 from tests.webhook.test_shapes import example
+
+OOM = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+XID = (
+    "Nov 30 03:11:02 gpu-node-007 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, "
+    "GPU has fallen off the bus.\n"
+)
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 60.0) -> None:
@@ -214,3 +221,34 @@ def mrkdwn_fields(node: object) -> list[str]:
     if isinstance(node, list | tuple):
         return [t for value in node for t in mrkdwn_fields(value)]
     return []
+
+
+def test_the_logs_of_a_posted_job_stay_with_its_incident_for_files_added_later(tmp_path: Path) -> None:
+    """Inline logs are copied into the incident's bundle (their scratch folder is gone afterwards), a
+    job's own log files are kept as references: a file posted later in the incident's thread is then
+    diagnosed together with them (bot.services.bundles.bundle_logs is what that re-run reads)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "kern.log").write_text(XID)
+    settings = settings_for(
+        f"sqlite:///{tmp_path / 's.db'}", spool_dir=tmp_path / "spool", webhook_log_roots=[shared]
+    )
+    with running_webhook(settings) as webhook:
+        inline = {"cluster": "c1", "job_id": "11", "logs": [{"name": "rank3.log", "text": OOM}]}
+        assert webhook.send(inline).status == 202
+        own = {"cluster": "c2", "job_id": "12", "log_paths": [str(shared / "kern.log")]}
+        assert webhook.send(own).status == 202
+        wait_for(lambda: webhook.top_level_for("11") and webhook.top_level_for("12"))
+    with Store.open(settings.database_url) as store:
+        by_class = {s.class_id: s for s in store.incidents()}
+        copied = store.bundle(by_class["cuda/oom"].id).files
+        referenced = store.bundle(by_class["hardware/gpu-xid"].id).files
+        logs = bundle_logs(store, by_class["cuda/oom"].id)
+    [copy] = copied
+    assert (copy.name, copy.external) == ("rank3.log", False)
+    assert (
+        Path(copy.path).is_relative_to(tmp_path / "spool" / "bundles") and Path(copy.path).read_text() == OOM
+    )
+    assert logs.paths == [copy.path] and logs.occurrence_id == copy.occurrence_id is not None
+    [reference] = referenced
+    assert (reference.path, reference.external) == (str(shared / "kern.log"), True)
