@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, or_, select, update
+from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 
@@ -29,10 +29,9 @@ from bot.store.models import (
     QUEUE_DONE,
     QUEUE_PENDING,
     QUEUE_RUNNING,
-    ProcessedEvent,
     WorkItem,
 )
-from bot.store.store import PROCESSED_KEEP, Store
+from bot.store.store import Store, remember_processed
 
 DEFAULT_LEASE = timedelta(minutes=10)
 # The enqueuing request's id rides in the stored payload under this key; handlers get it as
@@ -125,12 +124,7 @@ class WorkQueue:
         dialect = postgresql if self.store.engine.dialect.name == "postgresql" else sqlite
         with self.store.writing() as session:
             if remember is not None:
-                session.execute(delete(ProcessedEvent).where(ProcessedEvent.seen_at < at - PROCESSED_KEEP))
-                session.execute(
-                    dialect.insert(ProcessedEvent)
-                    .values(key=remember[:255], seen_at=at)
-                    .on_conflict_do_nothing(index_elements=["key"])
-                )
+                remember_processed(session, remember, at=at)
             inserted = session.execute(
                 dialect.insert(WorkItem)
                 .values(

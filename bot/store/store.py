@@ -67,6 +67,21 @@ def _now(now: datetime | None) -> datetime:
     return now.astimezone(UTC)
 
 
+def remember_processed(session: Session, key: str, *, at: datetime, keep: timedelta = PROCESSED_KEEP) -> bool:
+    """Record an inbound request key in `session`'s transaction, forgetting keys older than `keep`;
+    False when it was there already. (Store.mark_processed commits it alone; the work queue commits it
+    with the item the request became.)"""
+    session.execute(delete(ProcessedEvent).where(ProcessedEvent.seen_at < at - keep))
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    inserted = session.scalar(
+        dialect.insert(ProcessedEvent)
+        .values(key=key[:255], seen_at=at)
+        .on_conflict_do_nothing(index_elements=["key"])
+        .returning(ProcessedEvent.key)
+    )
+    return inserted is not None
+
+
 def _lock_key(fingerprint: str) -> int:
     """A signed 64-bit advisory-lock key per fingerprint."""
     return int.from_bytes(hashlib.sha256(fingerprint.encode()).digest()[:8], "big", signed=True)
@@ -765,17 +780,8 @@ class Store:
     ) -> bool:
         """Remember an inbound event key; False when it was seen before (a retry, a duplicate event).
         Keys older than `keep` are forgotten (Slack retries within minutes)."""
-        at = _now(now)
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         with self._write.begin() as session:
-            session.execute(delete(ProcessedEvent).where(ProcessedEvent.seen_at < at - keep))
-            inserted = session.scalar(
-                dialect.insert(ProcessedEvent)
-                .values(key=key[:255], seen_at=at)
-                .on_conflict_do_nothing(index_elements=["key"])
-                .returning(ProcessedEvent.key)
-            )
-            return inserted is not None
+            return remember_processed(session, key, at=_now(now), keep=keep)
 
     def add_incident_file(
         self,
