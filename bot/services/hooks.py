@@ -10,9 +10,7 @@ end says Drain is not configured.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,6 +20,7 @@ from bot.jobs.model import ActionOutcome, JobError, JobRef
 from bot.jobs.sources import ANY_CLUSTER, kind_for
 from bot.services.cluster_actions import Actor, ClusterActionService
 from bot.services.job_logs import fetch_job_logs
+from bot.services.scratch import empty_folder
 from bot.settings import Settings
 from bot.store import Store, StoreError
 from bot.store.engine import database_error_reason
@@ -52,8 +51,9 @@ class JobLogs:
 
 
 class JobSources(Protocol):
-    def fetch(self, job_id: str, cluster: str | None) -> JobLogs:
-        """The job's logs; raises JobNotFound (one-line reason) when no source knows the job."""
+    def fetch(self, job_id: str, cluster: str | None, *, key: str = "") -> JobLogs:
+        """The job's logs; raises JobNotFound (one-line reason) when no source knows the job. `key`
+        names the request: logs fetched again for the same one (a retry) go to the same place."""
         ...
 
 
@@ -80,11 +80,8 @@ class ConfiguredJobSources:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def fetch(self, job_id: str, cluster: str | None) -> JobLogs:
-        spool = self.settings.spool_dir
-        if spool is not None:
-            Path(spool).mkdir(parents=True, exist_ok=True)  # the Slack downloads may not have made it yet
-        scratch = Path(tempfile.mkdtemp(prefix="ncclbot-job-", dir=spool))
+    def fetch(self, job_id: str, cluster: str | None, *, key: str = "") -> JobLogs:
+        scratch = empty_folder(self.settings.spool_dir, "job", key)
         try:
             fetched = fetch_job_logs(self.settings, JobRef(job_id, cluster), scratch)
         except JobError as error:

@@ -13,11 +13,9 @@ is recorded with the message, so a retried or re-sent event, or one taken over a
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from bot.services.job_logs import fetch_job_logs
 from bot.services.outlet import Message, Outlet
 from bot.services.posting import post_once
 from bot.services.publish import publish_diagnosis
+from bot.services.scratch import empty_folder
 from bot.services.worker import PermanentError
 from bot.settings import Settings
 from bot.store import Store
@@ -82,9 +81,7 @@ def scratch_for(key: str, what: str) -> Iterator[str]:
     """An empty folder for one event's logs, the same for every attempt at the same event: the files keep
     their paths, so a retry after a crash is recognised as the same input (stored once, not counted as a
     repeat of itself). Removed afterwards."""
-    folder = Path(tempfile.gettempdir()) / f"ncclbot-{what}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
-    shutil.rmtree(folder, ignore_errors=True)  # what a crashed attempt left
-    folder.mkdir(mode=0o700)
+    folder = empty_folder(None, what, key)
     try:
         yield str(folder)
     finally:

@@ -180,7 +180,7 @@ class SlackDeps:
         if self.jobs is None:
             raise PermanentError("job sources are not configured")
         try:
-            logs = self.jobs.fetch(job_id, payload.get("cluster"))
+            logs = self.jobs.fetch(job_id, payload.get("cluster"), key=key)
         except JobNotFound as error:
             line, blocks = render.problem(str(error))
             self.outlet.update(placeholder, Message(text=line, blocks=tuple(blocks)))

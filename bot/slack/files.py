@@ -10,8 +10,6 @@ HTML login page instead of the file, a file type that is no log.
 from __future__ import annotations
 
 import hashlib
-import shutil
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.render.slack_incident import human_bytes
 from bot.services.bundles import SpooledFile, safe_name
+from bot.services.scratch import empty_folder
 
 CHUNK = 1 << 20
 DOWNLOAD_TIMEOUT_S = 120
@@ -130,14 +129,7 @@ class Downloader:
         """An empty folder for one request's files. With `key` (the queued task's), always the same
         folder for the same task: a retry after a crash reads its files under the same names, so the
         diagnosis is recognised as the same input and stored once."""
-        base = self.spool_dir if self.spool_dir is not None else Path(tempfile.gettempdir())
-        base.mkdir(parents=True, exist_ok=True)
-        if not key:
-            return Path(tempfile.mkdtemp(prefix="ncclbot-slack-", dir=base))
-        folder = base / f"ncclbot-slack-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
-        shutil.rmtree(folder, ignore_errors=True)  # what a crashed attempt left
-        folder.mkdir(mode=0o700)
-        return folder
+        return empty_folder(self.spool_dir, "slack", key)
 
     def fetch(self, shared: SharedFile, folder: Path) -> SpooledFile:
         info = self._info(shared)

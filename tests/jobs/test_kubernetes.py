@@ -16,6 +16,7 @@ import pytest
 from bot.jobs.k8s.actions import REASON_ANNOTATION, TAINT_KEY, KubernetesActions
 from bot.jobs.k8s.source import KubernetesSource
 from bot.jobs.model import ActionError, JobError, JobNotFound, JobRef
+from bot.services.hooks import ConfiguredJobSources
 from bot.settings import Settings
 from tests.jobs.fake_kube import FakeKube, KubeState, fake_kube
 
@@ -143,3 +144,29 @@ def test_dry_run_changes_nothing_and_api_refusals_are_one_line(kube: FakeKube, t
         actions.drain("gpu-node-099", "x", dry_run=False)
     with pytest.raises(ActionError, match="requeue is not a Kubernetes action"):
         actions.requeue("bert-large", exclude=["gpu-node-018"], dry_run=False)
+
+
+def test_logs_fetched_again_for_the_same_request_replace_the_first_fetch(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    """A request retried after a crash fetches into the folder of its first attempt (emptied first), so
+    the crashed attempt leaves nothing behind; another request gets a folder of its own."""
+    spool = tmp_path / "spool"
+    sources = ConfiguredJobSources(
+        Settings(
+            job_sources={"*": "kubernetes"},
+            kubernetes_kubeconfig=kube.kubeconfig(tmp_path),
+            kubernetes_namespace="research",
+            spool_dir=spool,
+        )
+    )
+    first = sources.fetch("bert-large", None, key="slack.job:T1")
+    (Path(first.fetched_into or "") / "left-by-the-crash.log").write_text("partial\n")
+    again = sources.fetch("bert-large", None, key="slack.job:T1")
+    assert again.fetched_into == first.fetched_into and again.paths == first.paths
+    assert not (Path(again.fetched_into or "") / "left-by-the-crash.log").exists()
+    other = sources.fetch("bert-large", None, key="slack.job:T2")
+    assert other.fetched_into != first.fetched_into
+    assert sorted(p.name for p in spool.iterdir()) == sorted(
+        Path(f or "").name for f in (first.fetched_into, other.fetched_into)
+    )

@@ -26,7 +26,7 @@ class DirectoryJobs:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def fetch(self, job_id: str, cluster: str | None) -> JobLogs:
+    def fetch(self, job_id: str, cluster: str | None, *, key: str = "") -> JobLogs:
         folder = self.root / (cluster or "default") / job_id
         if not folder.is_dir():
             raise JobNotFound(f"job {job_id} is unknown on {cluster or 'the default cluster'}")
