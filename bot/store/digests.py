@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
+from bot.store.engine import conflict_insert
 from bot.store.models import DigestPost
 
 ClaimOutcome = Literal["claimed", "taken-over", "posted", "in-progress"]
@@ -49,11 +49,10 @@ def claim(
     at: datetime,
     lease: timedelta,
 ) -> DigestClaim:
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     # RETURNING gives the id only when this statement inserted the row (rowcount is not reliable for
     # ORM-enabled inserts on PostgreSQL).
     inserted = session.scalar(
-        dialect.insert(DigestPost)
+        conflict_insert(session.get_bind(), DigestPost)
         .values(channel=channel, week=week, as_of=as_of, claimed_by=claimant, claimed_at=at)
         .on_conflict_do_nothing(index_elements=["channel", "week"])
         .returning(DigestPost.id)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, make_url
 
 from matcher.analysis.redact import redact
@@ -22,6 +23,12 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 class StoreError(Exception):
     """The store cannot do what was asked (bad URL, unknown incident...); the message stands alone."""
+
+
+def conflict_insert(bind: Engine | Connection, model: Any) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT into `model` in the dialect of `bind` (PostgreSQL or SQLite, the two stores), so that
+    `on_conflict_do_nothing` / `on_conflict_do_update` are at hand."""
+    return (postgresql if bind.dialect.name == "postgresql" else sqlite).insert(model)
 
 
 def database_error_reason(error: BaseException) -> str:

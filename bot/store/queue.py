@@ -19,11 +19,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 
 from bot import logs
-from bot.store.engine import StoreError
+from bot.store.engine import StoreError, conflict_insert
 from bot.store.models import (
     QUEUE_DEAD,
     QUEUE_DONE,
@@ -121,12 +120,11 @@ class WorkQueue:
         request_id = logs.current_request_id()
         if request_id is not None:
             payload = {**payload, REQUEST_ID_KEY: request_id}
-        dialect = postgresql if self.store.engine.dialect.name == "postgresql" else sqlite
         with self.store.writing() as session:
             if remember is not None:
                 remember_processed(session, remember, at=at)
             inserted = session.execute(
-                dialect.insert(WorkItem)
+                conflict_insert(self.store.engine, WorkItem)
                 .values(
                     kind=kind,
                     key=key,

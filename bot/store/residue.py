@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from bot.store.engine import conflict_insert
 from bot.store.models import MinerState, Occurrence, ResidueSample
 
 EXAMPLE_CHARS = 500
@@ -56,8 +56,9 @@ class ResidueWriter:
         return None if row is None else bytes(row.state)
 
     def save_state(self, state: bytes, at: datetime) -> None:
-        dialect = postgresql if self._session.get_bind().dialect.name == "postgresql" else sqlite
-        statement = dialect.insert(MinerState).values(name=self._name, state=state, updated_at=at)
+        statement = conflict_insert(self._session.get_bind(), MinerState).values(
+            name=self._name, state=state, updated_at=at
+        )
         self._session.execute(
             statement.on_conflict_do_update(index_elements=["name"], set_={"state": state, "updated_at": at})
         )

@@ -11,12 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import Engine, delete, func, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot.store import digest_queries, digests, migrate, queries, residue
-from bot.store.engine import WRITE_OPTION, StoreError, create_store_engine
+from bot.store.engine import WRITE_OPTION, StoreError, conflict_insert, create_store_engine
 from bot.store.facts import diagnosis_document, occurrence_facts, stored_name
 from bot.store.fingerprint import culprit_hosts, diagnosis_fingerprint, normalise_host
 from bot.store.models import (
@@ -72,9 +71,8 @@ def remember_processed(session: Session, key: str, *, at: datetime, keep: timede
     False when it was there already. (Store.mark_processed commits it alone; the work queue commits it
     with the item the request became.)"""
     session.execute(delete(ProcessedEvent).where(ProcessedEvent.seen_at < at - keep))
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     inserted = session.scalar(
-        dialect.insert(ProcessedEvent)
+        conflict_insert(session.get_bind(), ProcessedEvent)
         .values(key=key[:255], seen_at=at)
         .on_conflict_do_nothing(index_elements=["key"])
         .returning(ProcessedEvent.key)
@@ -312,9 +310,8 @@ class Store:
             known = session.scalars(select(Node).where(Node.hostname == hostname).limit(2)).all()
             if len(known) == 1:
                 return known[0]
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         session.execute(
-            dialect.insert(Node)
+            conflict_insert(self.engine, Node)
             .values(hostname=hostname, cluster=cluster_key, first_seen=at)
             .on_conflict_do_nothing(index_elements=["hostname", "cluster"])
         )
@@ -510,10 +507,9 @@ class Store:
         self, key: str, channel: str, ts: str, *, thread_ts: str | None = None, now: datetime | None = None
     ) -> PostedRef:
         """Record what was posted under `key`; if another writer recorded the key first, theirs stands."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         with self._write.begin() as session:
             session.execute(
-                dialect.insert(PostedMessage)
+                conflict_insert(self.engine, PostedMessage)
                 .values(key=key, channel=channel, ts=ts, thread_ts=thread_ts, posted_at=_now(now))
                 .on_conflict_do_nothing(index_elements=["key"])
             )
@@ -798,10 +794,9 @@ class Store:
         """Keep a file with the incident's bundle (for `occurrence_id`, the diagnosis it was read for);
         False when that origin had joined already. `external`: the path is the job's own log, kept as
         a reference (never counted against the cap, never deleted)."""
-        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         with self._write.begin() as session:
             inserted = session.scalar(
-                dialect.insert(IncidentFile)
+                conflict_insert(self.engine, IncidentFile)
                 .values(
                     incident_id=incident_id,
                     name=name[:255],
