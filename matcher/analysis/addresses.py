@@ -10,7 +10,8 @@ import re
 _PLACEHOLDER = re.compile(
     r"^(?:\(null\)|null|none|localhost(?:\.localdomain)?|ip6-localhost|0\.0\.0\.0|::|\*"
     r"|ip\d*|ip_?addr(?:ess)?\d*|(?:master|head|node|host|private|public)_(?:addr|ip)\d*"
-    r"|x+(?:\.x+){0,3}|(?:x+\.){1,3}\d+|\d+(?:\.x+){1,3}|your_\w+|<[^>]*>|\.\.\.)$",
+    r"|x+(?:\.x+){0,3}|(?:x+\.){1,3}\d+|\d+(?:\.x+){1,3}|\*+(?:\.\*+){0,3}|(?:\d+\.){1,3}\*(?:\.\*)*"
+    r"|[a-z0-9-]*-x{2,}|your_\w+|<[^>]*>|\.\.\.)$",
     re.IGNORECASE,
 )
 

@@ -20,8 +20,11 @@ Slurm label, Ray actor tag, torchrun tee, `[rankN]:`, then the logger's own head
 | JSON-lines record | `{"log": "...", "time": "..."}` (docker, shippers, journal export) | time, host |
 | kubectl/ISO timestamp | `2024-05-01T03:11:40.123Z ` | time |
 | CRI stream tag | `stderr F ` after the timestamp (containerd / CRI-O log files) | - |
+| GitLab CI stream tag | `00O `, `01E+ ` after the timestamp | - |
 | `kubectl logs --prefix` | `[pod/trainer-worker-3/pytorch] ` | host (the pod) |
+| Markdown quote, list item | `> `, `>> `, `> > `, `- `, `* ` (a paste in an issue or chat) | - |
 | Slurm `--label` | `  3: ` | task id (rank, see below) |
+| pdsh host | `node-3: `, `10.0.0.3: ` (lower-case, ending in a digit) | host |
 | MPI | `[1,3]<stderr>:` | rank |
 | Ray actor | `(RayWorkerWrapper pid=123) `, `(WorkerDict pid=7, ip=10.0.0.1) ` | pid, host (ip) |
 | torchrun tee | `[default3]:` (any role name) | local rank |
@@ -176,14 +179,21 @@ def _ignore(m: re.Match[str], found: _Found, year: int | None) -> None:
 
 # Order matters only where two forms could match the same start; each form is peeled at most once.
 _STAGES: tuple[tuple[re.Pattern[str], Handler], ...] = (
+    # A paste quoted in Markdown (`> `, `>> `, `> > `) or listed (`- `, `* `), in any order.
+    (re.compile(r"^ {0,3}(?:> ?)+(?:[-*+] )?"), _ignore),
+    (re.compile(r"^ {0,3}[-*+] "), _ignore),
     (
         re.compile(rf"^{_ISO_T}{_ZONE} ([\w.-]{{1,200}}) [\w./@-]{{1,100}}(?:\[\d{{1,10}}\])?: "),
         _on_syslog_iso,
     ),
     (re.compile(rf"^{_ISO}{_ZONE}:?\s+(?:-\s+)?"), _on_iso),
     (re.compile(r"^(?:stdout|stderr) [PF] "), _ignore),
+    (re.compile(r"^[0-9a-f]{2}[OE]\+? "), _ignore),  # GitLab CI's stream tag after its timestamp
     (re.compile(r"^\[pod/([\w.-]{1,253})/[\w.-]{1,63}\] "), _on_pod),
     (re.compile(r"^ {0,8}(\d{1,6}): "), _on_slurm),
+    # pdsh / DeepSpeed's multi-node runner: `node-3: `, `10.0.0.3: ` (a lower-case host ending in a digit,
+    # so that `RuntimeError: `, `libnccl.so.2: ` or `python3: ` are not taken for one).
+    (re.compile(r"^(?!python\d|pip\d)([a-z][a-z0-9-]{0,62}\d|\d{1,3}(?:\.\d{1,3}){3}): "), _on_pod),
     (re.compile(r"^\[\d{1,6},(\d{1,6})\]<(?:stdout|stderr|stddiag)>: ?"), _on_mpi),
     (re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=(\d{1,10})(?:, ip=([0-9A-Fa-f.:]{3,45}))?\) "), _on_ray),
     (re.compile(r"^\[(?!rank\d)[A-Za-z_][\w-]{0,40}?(\d{1,6})\]:"), _on_tee),
@@ -292,6 +302,17 @@ def _plain_nccl_line(raw: bytes, source: Source, lineno: int) -> Line | None:
         host,
         int(header.group(2)),
     )
+
+
+def written_pieces(raw: bytes) -> tuple[str, ...]:
+    """A physical line as written, decoded (the message of a container record), cut at its `\r`
+    rewrites, progress bars kept: what the scanner falls back on when no fragment matched."""
+    try:
+        text, _ = _unwrapped(_decode(raw))
+    except Exception:  # pragma: no cover - hostile bytes cost the fallback, never the scan
+        return ()
+    pieces = re.split(r"[\r\n]", text) if "\r" in text or "\n" in text else [text]
+    return tuple(piece for piece in pieces if piece.strip())
 
 
 def _year(year: int | None, source: Source) -> int | None:

@@ -83,17 +83,20 @@ class _Record:
 
     segments: tuple[Line, ...]
     raw: bytes
-    _whole: str | None = None
+    _pieces: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, raw: bytes, source: Source, lineno: int) -> _Record:
         return cls(prefixes.parse_segments(raw, source, lineno), raw)
 
     @property
-    def whole(self) -> str:
-        if self._whole is None:
-            self._whole = self.raw.decode("utf-8", errors="replace").rstrip("\r")
-        return self._whole
+    def pieces(self) -> tuple[str, ...]:
+        """The physical line as written, before progress bars were set aside: the message of a container
+        record, cut at its `\r` rewrites (a pattern's `$` must see the end of the message, not a bar
+        redrawn after it or the record's JSON)."""
+        if self._pieces is None:
+            self._pieces = prefixes.written_pieces(self.raw)
+        return self._pieces
 
 
 @dataclass(slots=True)
@@ -366,10 +369,86 @@ class _SourceScan:
             for index in junction.signatures:
                 self._try(self.entries[index], record, [])
 
+    def _rejoin_wraps(self, block: read.Block, prefilter: Prefilter) -> None:
+        """Pasted excerpts: a message a hard wrap cut over several lines, which its keyword line alone
+        does not complete (see `matcher.scanning.rejoin.wrapped_runs`)."""
+        lines = [line.rstrip(b"\r") for line in block.data.split(b"\n")]
+        runs = rejoin.wrapped_runs(lines)
+        if not runs:
+            return
+        snippets = [sep.join(lines[first : last + 1]) for first, last in runs for sep in rejoin.SEPARATORS]
+        wanted: list[set[int]] = [set() for _ in snippets]
+        starts, position = [], 0
+        for snippet in snippets:
+            starts.append(position)
+            position += len(snippet) + 1
+        which = 0
+        for candidate in prefilter.lines(b"\n".join(snippets)):
+            while which + 1 < len(starts) and starts[which + 1] <= candidate.start:
+                which += 1
+            wanted[which].update(
+                i for i in candidate.signatures if self.entries[i].signature.role != "context"
+            )
+        found: dict[int, set[str]] = {}
+        for obs in self.observations:
+            found.setdefault(obs.line.lineno, set()).add(obs.signature)
+        for number, signatures in enumerate(wanted):
+            first, last = runs[number // len(rejoin.SEPARATORS)]
+            separator = rejoin.SEPARATORS[number % len(rejoin.SEPARATORS)]
+            for index in sorted(signatures):
+                entry = self.entries[index]
+                lineno = block.first_lineno + first
+                if any(entry.signature.id in found.get(lineno + k, ()) for k in range(last - first + 1)):
+                    continue
+                if self._try_wrapped(entry, lines, first, last, separator, block.first_lineno):
+                    found.setdefault(lineno, set()).add(entry.signature.id)
+
+    def _try_wrapped(
+        self, entry: _Entry, lines: list[bytes], first: int, last: int, separator: bytes, first_lineno: int
+    ) -> bool:
+        """The signature on lines head..end of a wrapped run glued, kept where a match crosses a
+        junction; the shortest such glue from the earliest head wins."""
+        pattern = entry.compiled()
+        for head in range(first, last):
+            for end in range(head + 1, last + 1):
+                pieces = [line.decode("utf-8", errors="replace") for line in lines[head : end + 1]]
+                glue = separator.decode()
+                text = glue.join(pieces)
+                junctions, at = [], 0
+                for piece in pieces[:-1]:
+                    at += len(piece)
+                    junctions.append(at)
+                    at += len(glue)
+                record = _Record.parse(
+                    glue.encode().join(lines[head : end + 1]), self.source, first_lineno + head
+                )
+                kept: list[tuple[Line, dict[str, FieldValue]]] = []
+                for segment in record.segments:
+                    offset = len(text) - len(segment.text)
+                    if (
+                        offset < 0
+                        or not text.endswith(segment.text)
+                        or not self.budget.allows(entry.signature.id)
+                    ):
+                        continue
+                    try:
+                        for match in pattern.finditer(segment.text, timeout=REGEX_TIMEOUT_S):
+                            begin, finish = match.start() + offset, match.end() + offset
+                            if any(begin < j and finish > j + len(glue) for j in junctions):
+                                kept.append((segment, convert_fields(match.groupdict())))
+                                break
+                    except TimeoutError:
+                        self.budget.spend(entry.signature.id)
+                if kept:
+                    self._keep(entry, kept)
+                    return True
+        return False
+
     def finish(self, prefilter: Prefilter, following: bytes = b"") -> Piece:
         """The piece scanned; `following` holds the lines after a span, for records still missing lines."""
         for block in self.small or ():
             self._rejoin(block, prefilter)
+            self._rejoin_wraps(block, prefilter)
         self.small = None
         tail = b""
         if self.last is not None:
@@ -437,8 +516,10 @@ class _SourceScan:
 
     def _try(self, entry: _Entry, record: _Record, continuation: list[str]) -> None:
         found = _matches(entry.signature, record, continuation, self.budget, entry)
-        if not found:
-            return
+        if found:
+            self._keep(entry, found)
+
+    def _keep(self, entry: _Entry, found: list[tuple[Line, dict[str, FieldValue]]]) -> None:
         signature = entry.signature
         signature_id = signature.id
         kept, kept_total = self.kept, self.kept_total
@@ -505,8 +586,9 @@ def _matches(
     entry: _Entry | None = None,
 ) -> list[tuple[Line, dict[str, FieldValue]]]:
     """Where the signature matches a candidate line: each fragment's peeled text, else its unpeeled form
-    (peeling can go wrong on damaged lines); when no fragment matches, the whole physical line, which
-    still holds what the reader set aside as progress-bar noise (`Running tokenizer ... 88%|###`).
+    (peeling can go wrong on damaged lines); when no fragment matches, each `\r` piece of the physical
+    line as written (see `_Record.pieces`), which still holds what the reader set aside as progress-bar
+    noise (`Running tokenizer ... 88%|###`).
     `entry`: the scanner's compiled form of the signature."""
 
     entry = entry or _Entry(signature, -1)
@@ -525,14 +607,17 @@ def _matches(
                 matches = extra
         for fields in matches:
             found.append((segment, fields))
-    if found or any(record.whole == segment.raw for segment in record.segments):
+    if found:
         return found
     last = record.segments[-1]
-    whole = replace(last, text=record.whole, raw=record.whole[: prefixes.RAW_CAP])
-    return [
-        (whole, fields)
-        for fields in match_all(signature, _joined(record.whole, continuation), budget, pattern)
-    ]
+    for piece in record.pieces:
+        if any(piece == segment.raw for segment in record.segments):
+            continue
+        matches = match_all(signature, _joined(piece, continuation), budget, pattern)
+        if matches:
+            whole = replace(last, text=piece, raw=piece[: prefixes.RAW_CAP])
+            return [(whole, fields) for fields in matches]
+    return found
 
 
 def _joined(text: str, continuation: list[str]) -> str:
