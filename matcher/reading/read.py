@@ -43,13 +43,14 @@ Blocks and line numbers: `Block.data` holds whole `\\n`-terminated lines (a trun
 are physical `\\n` lines, as an editor shows them. `\\r` is left in place (CRLF endings, tqdm `\\r`
 rewrites): a physical line holding several `\\r` segments stays one line, and `matcher.reading.prefixes` picks
 the segment that carries the message. NUL bytes and ANSI escape sequences are removed here (they would
-break the scanner's literal prefilter); neither changes line numbers. A line longer than `max_line_bytes`
-is cut to that length: its start is kept, except for a line of `\\r` rewrites, which keeps its start and
-its last segments (the message after a long run of progress bars). Memory stays bounded by about
-`2 * block_bytes + 3 * max_line_bytes` (one reusable read buffer, the block being handed out, the two
-ends of an over-long line), whatever the input; the buffer starts at 64 KiB and grows only for a source
-that fills it. Reads land straight in the buffer (`readinto`), so a block costs one copy on its way out.
-`Block.consumed` counts the bytes read from the stream (what stats report), before lines are cut.
+break the scanner's literal prefilter), and so is what a paste does to text (tabs, HTML entities, no-break,
+zero-width and full-width characters: see `clean_block`); none of it changes line numbers. A line longer
+than `max_line_bytes` is cut to that length: its start is kept, except for a line of `\\r` rewrites, which
+keeps its start and its last segments (the message after a long run of progress bars). Memory stays
+bounded by about `2 * block_bytes + 3 * max_line_bytes` (one reusable read buffer, the block being handed
+out, the two ends of an over-long line), whatever the input; the buffer starts at 64 KiB and grows only
+for a source that fills it. Reads land straight in the buffer (`readinto`), so a block costs one copy on
+its way out. `Block.consumed` counts the bytes read from the stream (what stats report), before lines are cut.
 """
 
 from __future__ import annotations
@@ -743,7 +744,12 @@ def iter_blocks(
     if source.path is not None and source.size is not None:
         expected = source.size if span is None else (span.end or source.size) - span.begin
     blocker = _Blocker(
-        source, stream, limits, first_read=(span.aligned - span.begin) if span else 0, expected=expected
+        source,
+        stream,
+        limits,
+        first_read=(span.aligned - span.begin) if span else 0,
+        expected=expected,
+        paste_bytes=0 if source.bundled or (span is not None and span.begin) else PASTE_BYTES,
     )
     try:
         yield from blocker.blocks()
@@ -820,6 +826,7 @@ class _Blocker:
         limits: ReadLimits,
         first_read: int = 0,
         expected: int | None = None,
+        paste_bytes: int = 0,
     ) -> None:
         self.source = source
         # Reading a span: the first read stops where the whole file's reads are aligned (see Span).
@@ -832,19 +839,23 @@ class _Blocker:
         self.filled = 0  # buffer[:filled]: the carried line start, then the latest read
         self.consumed = 0  # bytes read from the stream
         self.long_line: _LongLine | None = None
+        self.paste_bytes = paste_bytes  # blocks starting before this offset may be a paste (clean_block)
+        self.handed = 0  # bytes of whole lines handed out so far, before cleaning
 
     def blocks(self) -> Iterator[Block]:
         lineno = 1
         while self._next_read():
             block = self._take_whole_lines()
             if block:
-                block = clean_block(block, self.cap)
+                pasted = self.handed < self.paste_bytes
+                self.handed += len(block)
+                block = clean_block(block, self.cap, pasted)
                 lines = count_lines(block)
                 yield Block(self.source, block, lineno, self.consumed, lines)
                 lineno += lines
         last = self._unfinished_line()
         if last:
-            block = clean_block(last + b"\n", self.cap)
+            block = clean_block(last + b"\n", self.cap, self.handed < self.paste_bytes)
             yield Block(self.source, block, lineno, self.consumed, count_lines(block))
 
     def _unfinished_line(self) -> bytes:
@@ -999,6 +1010,12 @@ _PASTED = re.compile(
     rb"[\xc2\xe2\xe3\xef](?:(?<=\xc2)[\xa0\xad]|(?<=\xe2)(?:\x80[\x80-\x8d\x98\x99\x9c\x9d\xaf]|\x81[\x9f\xa0])"
     rb"|(?<=\xe3)\x80\x80|(?<=\xef)(?:\xbb\xbf|\xbc[\x81-\xbf]|\xbd[\x80-\x9e]))"
 )
+# Pasted excerpts are small: only the first bytes of a file or stream given on its own (never a bundle's
+# files, nor the later spans of a large file) are looked at for them. Progress bars (`█`, U+2588) make
+# most blocks of a training log non-ASCII; their lead byte `\xe2` is that of the no-break and zero-width
+# characters too, so the test costs about 0.5 ms per MiB there (the others are memchr searches).
+PASTE_BYTES = 1024**2
+_PASTED_E2 = re.compile(rb"\xe2[\x80\x81]")
 _QUOTES = {b"\xe2\x80\x98": b"'", b"\xe2\x80\x99": b"'", b"\xe2\x80\x9c": b'"', b"\xe2\x80\x9d": b'"'}
 _INVISIBLE = frozenset(
     {b"\xc2\xad", b"\xe2\x80\x8b", b"\xe2\x80\x8c", b"\xe2\x80\x8d", b"\xe2\x81\xa0", b"\xef\xbb\xbf"}
@@ -1020,6 +1037,10 @@ _ENTITIES = {
 }
 
 
+def _may_hold_pasted(block: bytes) -> bool:
+    return b"\xc2" in block or b"\xe3" in block or b"\xef" in block or _PASTED_E2.search(block) is not None
+
+
 def _plain_character(match: re.Match[bytes]) -> bytes:
     found = match.group(0)
     if found in _INVISIBLE:
@@ -1031,13 +1052,14 @@ def _plain_character(match: re.Match[bytes]) -> bytes:
     return b" "  # a no-break, fixed-width or ideographic space
 
 
-def clean_block(block: bytes, cap: int) -> bytes:
+def clean_block(block: bytes, cap: int, pasted: bool = False) -> bytes:
     """Whole lines in, whole lines out: over-long lines cut, NUL and ANSI escapes removed, and what a
     paste does to a log undone: tabs become spaces, HTML entities of a page's source (`&lt;`, `&quot;`,
-    `&#39;`, `&amp;`...) are unescaped, and outside ASCII no-break and ideographic spaces become spaces,
-    zero-width characters (and byte order marks) go, typographic quotes and full-width ASCII punctuation
-    of CJK input methods (`：`, `，`, `（`) become ASCII. Each is a C-speed test first: a healthy
-    machine-written log is ASCII, without tabs or `&`, and pays three scans of the block."""
+    `&#39;`, `&amp;`...) are unescaped, and where the block may be `pasted` (see PASTE_BYTES), outside
+    ASCII, no-break and ideographic spaces become spaces, zero-width characters (and byte order marks) go,
+    typographic quotes and full-width ASCII punctuation of CJK input methods (`：`, `，`, `（`) become
+    ASCII. Each is a C-speed test first: a healthy machine-written log is ASCII, without tabs or `&`, and
+    pays three C-speed scans of the block."""
     if len(block) > cap + 1:
         block = _cut_long_lines(block, cap)
     if b"\x00" in block:
@@ -1048,7 +1070,7 @@ def clean_block(block: bytes, cap: int) -> bytes:
         block = block.replace(b"\t", b" ")
     if b"&" in block:
         block = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], block)
-    if not block.isascii():
+    if pasted and not block.isascii() and _may_hold_pasted(block):
         block = _PASTED.sub(_plain_character, block)
     return block
 

@@ -262,12 +262,12 @@ def test_pasted_characters_are_undone_when_a_block_is_read() -> None:
         "a&lt;b&gt; &quot;c&#39;\tx\u00a0y\u200bz\ufeff"
         + "\uff1a\uff0c\uff08q\uff09 \u2018s\u2019 \u201cd\u201d\n"
     )
-    assert clean_block(pasted.encode(), 1024) == b"a<b> \"c' x yz:,(q) 's' \"d\"\n"
+    assert clean_block(pasted.encode(), 1024, pasted=True) == b"a<b> \"c' x yz:,(q) 's' \"d\"\n"
 
 
 def test_machine_written_lines_are_left_as_they_are() -> None:
     line = b"gpu-node-017:2319:2319 [0] NCCL INFO Channel 00/32 :    0   1   2   3 \xe2\x96\x88 & more\n"
-    assert clean_block(line, 1024) == line
+    assert clean_block(line, 1024, pasted=True) == line
 
 
 def test_a_pdsh_host_prefix_names_the_host() -> None:
