@@ -25,7 +25,7 @@ import pytest
 from matcher.analysis.addresses import is_placeholder_host
 from matcher.analysis.analyze import analyze
 from matcher.reading.prefixes import parse_line
-from matcher.reading.read import Source, clean_block, iter_sources
+from matcher.reading.read import Source, clean_block, iter_blocks, iter_sources
 from matcher.scanning.catalog import Signature, load_catalog
 from matcher.scanning.rejoin import wrapped_runs
 from matcher.scanning.scan import scan
@@ -322,3 +322,12 @@ def test_a_masked_address_or_host_names_no_machine(host: str) -> None:
 @pytest.mark.parametrize("host", ["node-3", "gpu-node-017", "10.0.0.2", "xr-7"])
 def test_a_real_host_is_no_placeholder(host: str) -> None:
     assert not is_placeholder_host(host)
+
+
+def test_paste_characters_are_undone_only_where_a_paste_can_be() -> None:
+    # The first MiB of a file or stream given on its own; never a bundle's file (machine-written).
+    data = "gpu-node-017:1:2 [0] NCCL WARN Cuda\u00a0failure\n".encode()
+    alone = Source(name="paste.log", opener=lambda: io.BytesIO(data))
+    bundled = Source(name="b.tar!0/stderr.log", opener=lambda: io.BytesIO(data), bundled=True)
+    assert b"".join(b.data for b in iter_blocks(alone)) == data.replace("\u00a0".encode(), b" ")
+    assert b"".join(b.data for b in iter_blocks(bundled)) == data

@@ -80,7 +80,8 @@ def _reference(data: bytes, cap: int) -> bytes:
     if lines[-1] == b"":
         lines.pop()
     cut = [shorten_line(line, line, b"\r" in line, cap) if len(line) > cap else line for line in lines]
-    return clean_block(b"".join(line + b"\n" for line in cut), cap=len(data) + 1)
+    # Small inputs given on their own are read as possible pastes (`read.PASTE_BYTES`).
+    return clean_block(b"".join(line + b"\n" for line in cut), cap=len(data) + 1, pasted=True)
 
 
 PIECES = st.sampled_from([b"\n", b"\r", b"\r\n", b"\x00", b"\x1b[2K", b"x" * 50, b"ab", b"\xff"])
