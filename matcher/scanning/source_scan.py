@@ -99,6 +99,28 @@ class _Record:
         return self._pieces
 
 
+@dataclass(frozen=True, slots=True)
+class _Glue:
+    """Lines of a wrapped run glued with a separator: the parsed record, the glued text and where its
+    junctions are (the end of each line but the last, in characters; `width`: the separator's)."""
+
+    record: _Record
+    text: str
+    junctions: tuple[int, ...]
+    width: int
+
+    @classmethod
+    def of(cls, lines: list[bytes], separator: bytes, source: Source, lineno: int) -> _Glue:
+        pieces = [line.decode("utf-8", errors="replace") for line in lines]
+        junctions, at = [], 0
+        for piece in pieces[:-1]:
+            at += len(piece)
+            junctions.append(at)
+            at += len(separator)
+        record = _Record.parse(separator.join(lines), source, lineno)
+        return cls(record, separator.decode().join(pieces), tuple(junctions), len(separator))
+
+
 @dataclass(slots=True)
 class _Entry:
     """A catalog signature as the scanner runs it: its regex (compiled on first use: a run needs only the
@@ -389,6 +411,7 @@ class _SourceScan:
             wanted[which].update(
                 i for i in candidate.signatures if self.entries[i].signature.role != "context"
             )
+        glues: dict[tuple[int, int, bytes], _Glue] = {}  # each glue parsed once, for all its candidates
         found: dict[int, set[str]] = {}
         for obs in self.observations:
             found.setdefault(obs.line.lineno, set()).add(obs.signature)
@@ -400,49 +423,57 @@ class _SourceScan:
                 lineno = block.first_lineno + first
                 if any(entry.signature.id in found.get(lineno + k, ()) for k in range(last - first + 1)):
                     continue
-                if self._try_wrapped(entry, lines, first, last, separator, block.first_lineno):
+                if self._try_wrapped(entry, lines, first, last, separator, block.first_lineno, glues):
                     found.setdefault(lineno, set()).add(entry.signature.id)
 
     def _try_wrapped(
-        self, entry: _Entry, lines: list[bytes], first: int, last: int, separator: bytes, first_lineno: int
+        self,
+        entry: _Entry,
+        lines: list[bytes],
+        first: int,
+        last: int,
+        separator: bytes,
+        first_lineno: int,
+        glues: dict[tuple[int, int, bytes], _Glue],
     ) -> bool:
         """The signature on lines head..end of a wrapped run glued, kept where a match crosses a
-        junction; the shortest such glue from the earliest head wins."""
-        pattern = entry.compiled()
+        junction; the shortest such glue from the earliest head wins. The whole run is tried first: most
+        candidates match nowhere across a junction of it, and then no shorter glue is worth a parse."""
+
+        def glued(head: int, end: int) -> _Glue:
+            key = (head, end, separator)
+            if key not in glues:
+                glues[key] = _Glue.of(lines[head : end + 1], separator, self.source, first_lineno + head)
+            return glues[key]
+
+        if not self._crossing(entry, glued(first, last)):
+            return False
         for head in range(first, last):
             for end in range(head + 1, last + 1):
-                pieces = [line.decode("utf-8", errors="replace") for line in lines[head : end + 1]]
-                glue = separator.decode()
-                text = glue.join(pieces)
-                junctions, at = [], 0
-                for piece in pieces[:-1]:
-                    at += len(piece)
-                    junctions.append(at)
-                    at += len(glue)
-                record = _Record.parse(
-                    glue.encode().join(lines[head : end + 1]), self.source, first_lineno + head
-                )
-                kept: list[tuple[Line, dict[str, FieldValue]]] = []
-                for segment in record.segments:
-                    offset = len(text) - len(segment.text)
-                    if (
-                        offset < 0
-                        or not text.endswith(segment.text)
-                        or not self.budget.allows(entry.signature.id)
-                    ):
-                        continue
-                    try:
-                        for match in pattern.finditer(segment.text, timeout=REGEX_TIMEOUT_S):
-                            begin, finish = match.start() + offset, match.end() + offset
-                            if any(begin < j and finish > j + len(glue) for j in junctions):
-                                kept.append((segment, convert_fields(match.groupdict())))
-                                break
-                    except TimeoutError:
-                        self.budget.spend(entry.signature.id)
+                kept = self._crossing(entry, glued(head, end))
                 if kept:
                     self._keep(entry, kept)
                     return True
-        return False
+        return False  # pragma: no cover - the whole run is one of the glues tried
+
+    def _crossing(self, entry: _Entry, glue: _Glue) -> list[tuple[Line, dict[str, FieldValue]]]:
+        """Matches of the signature on glued lines that run across a junction."""
+        pattern = entry.compiled()
+        text, junctions, width = glue.text, glue.junctions, glue.width
+        kept: list[tuple[Line, dict[str, FieldValue]]] = []
+        for segment in glue.record.segments:
+            offset = len(text) - len(segment.text)
+            if offset < 0 or not text.endswith(segment.text) or not self.budget.allows(entry.signature.id):
+                continue
+            try:
+                for match in pattern.finditer(segment.text, timeout=REGEX_TIMEOUT_S):
+                    begin, finish = match.start() + offset, match.end() + offset
+                    if any(begin < j and finish > j + width for j in junctions):
+                        kept.append((segment, convert_fields(match.groupdict())))
+                        break
+            except TimeoutError:
+                self.budget.spend(entry.signature.id)
+        return kept
 
     def finish(self, prefilter: Prefilter, following: bytes = b"") -> Piece:
         """The piece scanned; `following` holds the lines after a span, for records still missing lines."""
