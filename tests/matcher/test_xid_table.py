@@ -31,7 +31,7 @@ SIGNATURE_OF_KIND = {
 
 
 def xid_signatures(code: int) -> set[str]:
-    line = f"Mar 14 03:11:40 gpu-node-017 kernel: NVRM: Xid (PCI:0000:3b:00): {code}, pid=28871, name=python\n"
+    line = f"Mar 14 03:11:40 gpu-n17 kernel: NVRM: Xid (PCI:0000:3b:00): {code}, pid=28871, name=python\n"
     limits = ReadLimits()
     result = scan(iter_sources(["-"], limits, stdin=io.BytesIO(line.encode())), load_catalog(), limits)
     return {o.signature for o in result.observations if o.signature.startswith("xid-")}
