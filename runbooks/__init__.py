@@ -4,29 +4,34 @@ Public interface (used by `ncclbot diagnose` and `ncclbot runbook`):
     load_all() -> dict[str, Runbook]        every runbook, validated, cached
     get(class_id) -> Runbook                 one runbook; UnknownClassError for an unknown id
     render_for(class_id, values) -> RenderedRunbook   filled with Diagnosis.facts
+    settle_for(diagnoses) -> tuple[Settle, ...]       what would confirm a guess's classes
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
+from typing import Any
 
 from matcher.model import FieldValue, InputError
 from runbooks.fill import fill_runbook
 from runbooks.loader import CLASSES_DIR, RunbookError, load_dir
 from runbooks.model import DeadEnd, RenderedRunbook, Runbook, Step, Summaries
+from runbooks.settle import Settle, what_would_settle
 
 __all__ = [
     "DeadEnd",
     "RenderedRunbook",
     "Runbook",
     "RunbookError",
+    "Settle",
     "Step",
     "Summaries",
     "UnknownClassError",
     "get",
     "load_all",
     "render_for",
+    "settle_for",
 ]
 
 
@@ -56,3 +61,8 @@ def get(class_id: str) -> Runbook:
 def render_for(class_id: str, values: Mapping[str, FieldValue]) -> RenderedRunbook:
     """The class' runbook filled with a diagnosis' facts (missing values read as neutral wording)."""
     return fill_runbook(get(class_id), values)
+
+
+def settle_for(diagnoses: Sequence[Mapping[str, Any]]) -> tuple[Settle, ...]:
+    """For a guess, what would confirm each of its classes (`diagnoses` as in the diagnose JSON)."""
+    return what_would_settle(diagnoses, _shipped())

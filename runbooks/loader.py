@@ -17,12 +17,12 @@ from urllib.parse import urlsplit
 
 from matcher.taxonomy import CLASSES, title
 from runbooks import template
-from runbooks.model import EXECUTIVE_MAX_CHARS, DeadEnd, Runbook, Step, Summaries
+from runbooks.model import EXECUTIVE_MAX_CHARS, SETTLE_MAX_CHARS, DeadEnd, Runbook, Step, Summaries
 from runbooks.values import COMMAND_FALLBACKS, MAX_VALUE_CHARS, PLACEHOLDER_FIELDS, TEXT_FALLBACKS
 
 CLASSES_DIR = Path(__file__).resolve().parent / "classes"
 
-_TOP_KEYS = {"class", "summaries", "steps", "verify", "dead_ends", "prevention", "references"}
+_TOP_KEYS = {"class", "settle", "summaries", "steps", "verify", "dead_ends", "prevention", "references"}
 _SUMMARY_KEYS = ("executive", "engineer", "oncall")
 _STEP_KEYS = {"title", "command", "expect"}
 _DEAD_END_KEYS = {"attempt", "why"}
@@ -158,6 +158,11 @@ def parse_runbook(data: Any, source: str) -> Runbook:
     """Validate one decoded runbook file (raises _Invalid with the first problem)."""
     table = _check_keys(data, _TOP_KEYS, _TOP_KEYS, source)
     class_id = _text(table, "class", source)
+    settle = _text(table, "settle", source)
+    if "{" in settle or "}" in settle:
+        raise _Invalid(f"{source}: 'settle' is shown for unconfirmed classes and takes no {{placeholders}}")
+    if len(settle) > SETTLE_MAX_CHARS:
+        raise _Invalid(f"{source}: 'settle' has {len(settle)} characters (limit {SETTLE_MAX_CHARS})")
 
     summaries_table = _check_keys(
         table["summaries"], set(_SUMMARY_KEYS), set(_SUMMARY_KEYS), f"{source}: summaries"
@@ -213,6 +218,7 @@ def parse_runbook(data: Any, source: str) -> Runbook:
         prevention=tuple(prevention),
         references=tuple(references),
         source=source,
+        settle=settle,
     )
 
 

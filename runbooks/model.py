@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 EXECUTIVE_MAX_CHARS = 300
+SETTLE_MAX_CHARS = 400  # one Slack bullet; three of them follow a guess
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,9 @@ class Runbook:
     prevention: tuple[str, ...]
     references: tuple[str, ...]
     source: str  # file it was loaded from, for error messages
+    # What in the logs would confirm this class and how to collect it: shown beside a guess so the
+    # reader knows what to add (plain text, no placeholders: it is shown for classes not yet confirmed).
+    settle: str = ""
 
 
 @dataclass(frozen=True, slots=True)

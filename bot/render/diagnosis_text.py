@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+import runbooks
 from bot.render.safe_text import strip_controls
 from matcher.model import Diagnosis, Evidence
 
@@ -23,6 +24,11 @@ def _clean(text: str) -> str:
     and runs of spaces one."""
     cleaned = " ".join(strip_controls(text).split())  # progress bars pad with long runs of spaces
     return cleaned if len(cleaned) <= EXCERPT_CHARS else cleaned[: EXCERPT_CHARS - 1] + "…"
+
+
+def _clean_long(text: str) -> str:
+    """Our own data text (a runbook's settle line): spaces folded, never cut."""
+    return " ".join(strip_controls(text).split())
 
 
 def _confidence_word(confidence: float) -> str:
@@ -103,6 +109,12 @@ def render_diagnosis(
         for score in others:
             title = _clean(score.title)
             console.print(Text(f"  {_clean(score.class_id)} ({score.confidence:.2f}) — {title}"))
+
+    settle = runbooks.settle_for([score.to_json() for score in diagnosis.diagnoses])
+    if settle:
+        console.print(Text("\nWhat would settle it (this is a guess)", style="bold"))
+        for entry in settle:
+            console.print(Text(f"  {entry.class_id}: {_clean_long(entry.text)}"))
 
     if runbook is not None:
         from bot.render.runbook_text import render as render_runbook

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import runbooks
 from bot.render import slack_blocks as kit
 from bot.render.slack_blocks import Block
 from bot.render.slack_text import code_block, inline_code, plain_text, prose
@@ -232,6 +233,7 @@ def details_blocks(view: IncidentView) -> tuple[list[Block], bool]:
     if others:
         lines = [f"{inline_code(str(d.get('class')))} ({float(d.get('confidence', 0)):.2f})" for d in others]
         blocks.append(kit.context("*Also considered:* " + ", ".join(lines)))
+    blocks += settle_blocks(view.document)
     if view.runbook is not None:
         blocks.append(kit.divider())
         blocks += runbook_blocks(view.runbook)
@@ -240,6 +242,15 @@ def details_blocks(view: IncidentView) -> tuple[list[Block], bool]:
         blocks.append(kit.context("_More evidence than fits here: the full report is attached._"))
     fitted, cut = kit.fit(blocks)
     return fitted, cut or shortened
+
+
+def settle_blocks(document: dict[str, Any]) -> list[Block]:
+    """Under a guess: what would confirm each class it lists, so the reader knows what to add."""
+    settle = runbooks.settle_for(document.get("diagnoses") or [])
+    if not settle:
+        return []
+    bullets = "\n".join(f"• {inline_code(s.class_id)}: {prose(s.text, 600)}" for s in settle)
+    return [kit.section(f"*What would settle it* (this is a guess; add these and diagnose again)\n{bullets}")]
 
 
 def _evidence_shortened(document: dict[str, Any]) -> bool:
@@ -344,6 +355,10 @@ def full_report(view: IncidentView) -> str:
         lines.append(f"  {item.get('source')}:{item.get('line')}  {item.get('text')}")
     for other in (view.document.get("diagnoses") or [])[1:]:
         lines.append(f"Also considered: {other.get('class')} ({float(other.get('confidence', 0)):.2f})")
+    settle = runbooks.settle_for(view.document.get("diagnoses") or [])
+    if settle:
+        lines += ["", "What would settle it (this is a guess)"]
+        lines += [f"  {s.class_id}: {s.text}" for s in settle]
     if view.runbook is not None:
         lines += ["", render_runbook(view.runbook, width=100)]
     from bot.render.safe_text import strip_controls

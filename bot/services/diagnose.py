@@ -59,6 +59,8 @@ class DiagnosisOutcome:
         """The `ncclbot diagnose --json` document of DESIGN.md."""
         document = self.diagnosis.to_json()
         document["runbook"] = self.runbook.to_json()
+        # For a guess: what would confirm each listed class (empty when the diagnosis is sure).
+        document["to_settle"] = [s.to_json() for s in runbooks.settle_for(document["diagnoses"])]
         if self.incident is not None:
             document["incident"] = self.incident.to_json()
         return document

@@ -31,6 +31,8 @@ _LAUNCHERS = (
     ("spawn-", "torch.multiprocessing.spawn"),
     ("srun-", "Slurm"),
     ("ray-", "Ray"),
+    ("mpirun-", "Open MPI"),
+    ("deepspeed-", "DeepSpeed"),
 )
 # A traceback's lines end within this many lines of its "Traceback" header (the signature's `after`).
 TRACEBACK_LINES = 40

@@ -38,6 +38,8 @@ def assert_design_schema(document: dict[str, Any]) -> None:
     assert document["symptom"] is None or isinstance(document["symptom"], str)
     assert set(document["stats"]) == {"bytes", "lines", "ranks", "seconds"}
     assert document["runbook"]["class"] == diagnoses[0]["class"]
+    for item in document["to_settle"]:  # what would confirm a guess; [] when the diagnosis is sure
+        assert set(item) == {"class", "title", "collect"} and item["collect"]
 
 
 def test_bundled_example_names_the_oom_rank_and_its_node() -> None:
@@ -49,6 +51,29 @@ def test_bundled_example_names_the_oom_rank_and_its_node() -> None:
     assert document["symptom"]
     assert document["stats"]["ranks"] == 8
     assert "incident" not in document
+
+
+THIN_PASTE = (
+    "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:47, "
+    "unhandled system error, NCCL version 2.7.8\n"
+)
+
+
+def test_a_sure_diagnosis_asks_for_nothing_more() -> None:
+    assert run_json("diagnose", str(EXAMPLE), NO_STORE)["to_settle"] == []
+
+
+def test_a_thin_paste_says_what_would_settle_each_class_it_guesses(tmp_path: Path) -> None:
+    log = tmp_path / "paste.log"
+    log.write_text(THIN_PASTE, encoding="utf-8")
+    document = run_json("diagnose", str(log), NO_STORE)
+    assert_design_schema(document)
+    assert document["diagnoses"][0]["confidence"] < 0.5
+    listed = [d["class"] for d in document["diagnoses"] if d["class"] != "unknown"][:3]
+    assert [item["class"] for item in document["to_settle"]] == listed
+    out = run_cli("diagnose", str(log), NO_STORE).stdout.decode()
+    assert "What would settle it (this is a guess)" in out
+    assert "NCCL_DEBUG=INFO" in out.split("What would settle it", 1)[1]
 
 
 def test_human_output_has_headline_culprit_evidence_and_runbook() -> None:

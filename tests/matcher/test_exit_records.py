@@ -190,3 +190,78 @@ E1201 06:00:03.000000 811 torch/distributed/elastic/multiprocessing/api.py:869] 
     d = diagnose_text(tmp_path, text)
     assert class_ids(d)[0] == "system/host-oom"
     assert d.culprit is None or 3 not in d.culprit.ranks
+
+
+def test_open_mpi_names_the_first_rank_that_exited_non_zero_for_a_rankless_root_line(tmp_path: Path) -> None:
+    # A plain exit code only says which rank went first once a root line says what happened.
+    text = """
+RuntimeError: CUDA error: an illegal memory access was encountered
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[45678,1],6]
+  Exit code:    1
+--------------------------------------------------------------------------
+"""
+    d = diagnose_text(tmp_path, text)
+    assert d.culprit is not None and d.culprit.ranks == (6,)
+    assert "Open MPI" in d.culprit.reason
+
+
+def test_without_a_root_line_a_plain_open_mpi_exit_code_names_nobody(tmp_path: Path) -> None:
+    text = """
+[rank5]:[E1201 05:00:00.000000000 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 5] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[45678,1],6]
+  Exit code:    1
+"""
+    d = diagnose_text(tmp_path, text)
+    assert d.culprit is None or 6 not in d.culprit.ranks
+
+
+def test_a_rank_that_called_mpi_abort_is_the_culprit_of_a_rankless_root_line(tmp_path: Path) -> None:
+    text = """
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.
+--------------------------------------------------------------------------
+MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD
+with errorcode 1.
+
+NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.
+--------------------------------------------------------------------------
+"""
+    d = diagnose_text(tmp_path, text)
+    assert d.culprit is not None and d.culprit.ranks == (2,)
+
+
+def test_open_mpi_5_wraps_the_signal_of_a_killed_rank_onto_the_next_line(tmp_path: Path) -> None:
+    text = """
+[rank0]:[E1201 05:20:00.000000000 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5
+prterun noticed that process rank 3 with PID 41211 on node gpu-node-017 exited on
+signal 9 (Killed).
+"""
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[0] == "system/host-oom"
+    assert d.culprit is not None and d.culprit.ranks == (3,) and "gpu-node-017" in d.culprit.hosts
+
+
+def test_a_ray_node_marked_dead_names_its_address(tmp_path: Path) -> None:
+    text = """
+(RayTrainWorker pid=5120, ip=10.8.3.22) [rank1]:[E1201 09:00:00.000000000 ProcessGroupNCCL.cpp:542] [Rank 1] Collective WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=1800000) raised the following async exception: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5
+2026-12-01 09:00:05,774 WARNING worker.py:1866 -- The node with node id: 9426f445 and address: 10.8.3.40 and node name: 10.8.3.40 has been marked dead because the detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly (OOM, preempted node, etc.)
+"""
+    d = diagnose_text(tmp_path, text)
+    assert d.culprit is not None and "10.8.3.40" in d.culprit.hosts
+
+
+def test_a_floating_point_exception_under_srun_names_its_node_and_signal(tmp_path: Path) -> None:
+    text = """
+[rank4]:[E1201 08:00:00.000000000 ProcessGroupNCCL.cpp:1896] [PG ID 0 PG GUID 0(default_pg) Rank 4] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version 2.23.4
+srun: error: gpu-node-105: task 7: Floating point exception (core dumped)
+srun: error: gpu-node-104: tasks 0-6: Killed
+"""
+    d = diagnose_text(tmp_path, text)
+    assert d.culprit is not None and d.culprit.hosts == ("gpu-node-105",)
+    assert "SIGFPE" in d.culprit.reason

@@ -199,3 +199,37 @@ def test_diagnose_modal_takes_files_and_a_pasted_log() -> None:
     assert [b["element"]["type"] for b in modal["blocks"]] == ["file_input", "plain_text_input"]
     assert json.loads(modal["private_metadata"]) == {"channel": "C1", "user": "U1"}
     assert re.fullmatch(r"[a-z.]+", modal["callback_id"])
+
+
+def guess_document() -> dict[str, Any]:
+    """A thin paste: one NCCL error line, classes from symptom priors only."""
+    paste = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:47, unhandled system error"
+    evidence = [{"source": "paste.txt", "line": 1, "text": paste, "signature": "nccl-system-error"}]
+    return {
+        "diagnoses": [
+            {"class": "network/interface-selection", "confidence": 0.23, "title": "", "evidence": evidence},
+            {"class": "shm/dev-shm", "confidence": 0.19, "title": "", "evidence": []},
+            {"class": "unknown", "confidence": 0.12, "title": "", "evidence": []},
+        ],
+        "culprit": None,
+        "symptom": "nccl-error",
+        "stats": {"bytes": 80, "lines": 1, "ranks": 0, "seconds": 0.01},
+        "facts": {},
+    }
+
+
+def test_a_guess_says_in_its_thread_what_would_settle_each_class() -> None:
+    guess = view(document=guess_document(), runbook=runbooks.render_for("network/interface-selection", {}))
+    blocks, _cut = slack_incident.details_blocks(guess)
+    valid(blocks)
+    [settle] = [t for t in mrkdwn_texts(blocks) if t.startswith("*What would settle it*")]
+    assert "`network/interface-selection`" in settle and "`shm/dev-shm`" in settle
+    assert "`unknown`" not in settle
+    assert settle.index("interface-selection") < settle.index("dev-shm")  # the guess's own order
+    assert "What would settle it (this is a guess)" in slack_incident.full_report(guess)
+
+
+def test_a_sure_diagnosis_has_no_settle_section() -> None:
+    blocks, _cut = slack_incident.details_blocks(view())
+    assert not any("What would settle it" in t for t in mrkdwn_texts(blocks))
+    assert "What would settle it" not in slack_incident.full_report(view())

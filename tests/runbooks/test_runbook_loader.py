@@ -18,6 +18,7 @@ CLASS_IDS = ("demo/first", "demo/second")
 def valid(class_id: str) -> dict[str, Any]:
     return {
         "class": class_id,
+        "settle": "A 'thing failed' line on one host. Collect that host's log.",
         "prevention": ["Check the thing before each job."],
         "references": ["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"],
         "summaries": {
@@ -239,3 +240,18 @@ def test_the_authoring_example_in_the_readme_is_valid() -> None:
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     runbook = parse_runbook(tomllib.loads(example), "README.md")
     assert runbook.class_id == "hardware/gpu-xid"
+
+
+def test_a_runbook_without_a_settle_text_fails(good_dir: Path) -> None:
+    data = valid("demo/first")
+    del data["settle"]
+    write(good_dir, data)
+    assert "missing key(s) settle" in problems(good_dir)
+
+
+def test_a_settle_text_with_a_placeholder_fails(good_dir: Path) -> None:
+    # It is shown for classes the diagnosis has not confirmed, which have no values to fill.
+    data = valid("demo/first")
+    data["settle"] = "Look at {node}."
+    write(good_dir, data)
+    assert "'settle' is shown for unconfirmed classes and takes no {placeholders}" in problems(good_dir)

@@ -170,3 +170,18 @@ def test_file_shared_in_a_channel_without_mention_is_left_alone(slack_app: Slack
     assert send.event(slack_app.url, send.file_share(channel, message["ts"], shared)).status == 200
     wait_idle(slack_app.slack, quiet=0.5)
     assert slack_app.slack.bot_messages(channel) == []
+
+
+def test_a_thin_paste_is_answered_with_what_would_settle_the_guess(slack_app: SlackApp) -> None:
+    channel = slack_app.channel()
+    paste = b"RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:47, unhandled system error, NCCL 2.7.8"
+    mention_with(slack_app, channel, {"paste.txt": paste})
+    [incident] = eventually(lambda: incident_messages(slack_app, channel))
+    assert "(low)" in blocks_text(incident["blocks"])  # the confidence says it is a guess
+
+    def settle() -> str:
+        shown = [blocks_text(m["blocks"]) for m in slack_app.slack.thread(channel, incident["ts"])]
+        return next((text for text in shown if "What would settle it" in text), "")
+
+    text = eventually(settle)
+    assert "NCCL_DEBUG=INFO" in text
