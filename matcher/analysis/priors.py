@@ -40,6 +40,7 @@ _CONDITIONS = frozenset(
         "hosts",
         "error",
         "exit_signal",
+        "classless",
     }
 )
 
@@ -57,6 +58,7 @@ class Context:
     several_hosts: bool  # provably several: more than one host named, inter-node transports, > 8 ranks
     errors: tuple[str, ...]  # NCCL results PyTorch surfaced ("internal error", "ncclInvalidUsage")
     exit_signal: str | None  # how the first recorded worker death happened
+    named_classes: frozenset[str] = frozenset()  # classes any line names (a cascade line's peer exit, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,7 @@ class Prior:
             "hosts" not in w or _hosts_hold(w["hosts"], ctx),
             "error" not in w or any(e.lower() in got.lower() for e in w["error"] for got in ctx.errors),
             "exit_signal" not in w or ctx.exit_signal in w["exit_signal"],
+            "classless" not in w or (not ctx.named_classes) == w["classless"],
         )
         return all(checks)
 
@@ -191,6 +194,7 @@ def context_of(
         several_hosts=_several_hosts(observations, rm),
         errors=errors,
         exit_signal=death.signal if death is not None else None,
+        named_classes=frozenset(c for o in observations for c in o.classes),
     )
 
 
@@ -217,8 +221,8 @@ def apply(
     support: dict[str, list[Observation]],
     evidence: Iterable[Observation],
 ) -> Applied:
-    """Add the first matching context's masses; keep `unknown` below the best guess unless the context
-    itself lists it. `evidence` (the symptom's own lines) backs the guessed classes in the excerpts."""
+    """Add the first matching context's masses; keep `unknown` below the best guess, or above it where the
+    context says `keep_unknown`. `evidence` (the symptom's own lines) backs the guessed classes."""
     prior = priors().first(ctx)
     if prior is None:
         return Applied()
@@ -228,7 +232,9 @@ def apply(
         masses[cls] = masses.get(cls, 0.0) + amount
         applied.added[cls] = amount
         support.setdefault(cls, []).extend(o for o in shown if o not in support.get(cls, []))
-    if not prior.keep_unknown:
+    if prior.keep_unknown:
+        keep_unknown_first(masses, prior.classes)
+    else:
         demote_unknown(masses)
     return applied
 
@@ -252,6 +258,15 @@ def fill_runners_up(masses: dict[str, float], wanted: int = 3) -> dict[str, floa
     return added
 
 
+def keep_unknown_first(masses: dict[str, float], guesses: Iterable[str]) -> None:
+    """A context too spread to guess: `unknown` stays ahead of the classes it guessed, which keep at most
+    `unknown_share` of its mass (the mirror of `demote_unknown`). What the bundle's own analysis weighed
+    (a timeout's clues) is left as it is."""
+    best = max((masses.get(c, 0.0) for c in guesses if c != UNKNOWN), default=0.0)
+    if best > 0:
+        masses[UNKNOWN] = max(masses.get(UNKNOWN, 0.0), best / priors().unknown_share)
+
+
 def demote_unknown(masses: dict[str, float]) -> None:
     """Keep `unknown` below the best guess (at `unknown_share` of its mass): listed, not leading."""
     best = max((m for c, m in masses.items() if c != UNKNOWN), default=0.0)
@@ -269,6 +284,7 @@ __all__ = [
     "context_of",
     "demote_unknown",
     "fill_runners_up",
+    "keep_unknown_first",
     "parse_priors",
     "priors",
 ]

@@ -117,6 +117,29 @@ def test_a_store_barrier_timeout_without_counts_suggests_late_ranks_then_rendezv
     assert class_ids(d)[:2] == ["timeout/rank0-only-work", "rendezvous/store"]
 
 
+STORE_BARRIER_WAITING = (
+    "I0510 07:28:04.417845 139863945226048 distributed_c10d.py:337] Waiting in store based barrier to "
+    "initialize process group for rank: {r}, key: store_based_barrier_key:2 (world_size=8, worker_count=7, "
+    "timeout=0:30:00)\n"
+)
+
+
+def test_a_paste_that_stops_while_the_store_barrier_waits_guesses_like_a_barrier_timeout(
+    tmp_path: Path,
+) -> None:
+    d = diagnose_text(tmp_path, STORE_BARRIER_WAITING.format(r=2) + STORE_BARRIER_WAITING.format(r=7))
+    assert class_ids(d)[:2] == ["timeout/rank0-only-work", "rendezvous/store"]
+    assert d.primary.confidence < 0.5 and d.culprit is None  # the waiting rank is no culprit
+
+
+def test_a_store_barrier_that_completed_after_waiting_is_no_guess(tmp_path: Path) -> None:
+    text = STORE_BARRIER_WAITING.format(r=2) + (
+        "INFO:torch.distributed.distributed_c10d:Rank 2: Completed store-based barrier for key:"
+        "store_based_barrier_key:2 with 8 nodes.\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text)) == ["unknown"]
+
+
 def test_a_store_barrier_timeout_with_a_wrong_worker_count_stays_rendezvous(tmp_path: Path) -> None:
     text = (
         "RuntimeError: Timed out initializing process group in store based barrier on rank: 3, for key: "
