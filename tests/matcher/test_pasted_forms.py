@@ -96,8 +96,13 @@ _FULL_WIDTH = str.maketrans({":": "：", ",": "，", "(": "（", ")": "）", ";"
 
 
 def _docker(text: str) -> str:
+    # Docker's json-file driver writes UTF-8 as it is (Go's encoder escapes only <, > and &), so no
+    # \\uXXXX escapes for non-ASCII text here.
     return "\n".join(
-        json.dumps({"log": line + "\n", "stream": "stderr", "time": "2024-05-01T10:00:00.123456789Z"})
+        json.dumps(
+            {"log": line + "\n", "stream": "stderr", "time": "2024-05-01T10:00:00.123456789Z"},
+            ensure_ascii=False,
+        )
         for line in text.split("\n")
     )
 
