@@ -213,6 +213,10 @@ def _judge_table(pg: str, rows: dict[int, _Row], ranks: RankMap) -> TableVerdict
             evidence=tuple(o for r in late for o in rows[r].observations[:1]) + evidence,
         )
 
+    apart = _waiting_in_other_ops(rows)
+    if apart is not None:
+        return TableVerdict("mismatch", detail=apart, evidence=evidence, **base)  # type: ignore[arg-type]
+
     implied = _implied_ranks(rows, ranks)
     silent = sorted(implied - set(rows))
     if silent and len(reporters) >= 2 and len(silent) <= max(1, len(implied) // 4):
@@ -255,6 +259,28 @@ def _behind_a_later_wait(rows: dict[int, _Row], waited: Counter[int]) -> tuple[i
     if not late or 2 * len(late) > len(rows):
         return None
     return top, late
+
+
+def _waiting_in_other_ops(rows: dict[int, _Row]) -> str | None:
+    """Ranks of one group that time out in collectives of different types (most in a BROADCAST, one in
+    a later ALLGATHER): they issued different sequences, whichever side is ahead. Reached only when no
+    side is a lagging minority (`_behind_a_later_wait`); names no culprit, since the side ahead may have
+    run the extra collective or the others may have skipped one."""
+    waiting: dict[int, str] = {}
+    for rank, row in rows.items():
+        seq = max(row.waiting_in, default=None)
+        if seq is not None and seq in row.ops:
+            waiting[rank] = row.ops[seq][0]
+    if len(set(waiting.values())) < 2 or len({max(rows[r].waiting_in) for r in waiting}) < 2:
+        return None
+    groups: dict[tuple[int, str], list[int]] = {}
+    for rank, op in waiting.items():
+        groups.setdefault((max(rows[rank].waiting_in), op), []).append(rank)
+    described = "; ".join(
+        f"rank(s) {', '.join(map(str, sorted(ranks)))} in #{seq} {op}"
+        for (seq, op), ranks in sorted(groups.items())
+    )
+    return f"ranks time out in different collectives: {described}"
 
 
 def _any_op(rows: dict[int, _Row]) -> tuple[str | None, int | None]:

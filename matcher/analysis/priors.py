@@ -20,7 +20,7 @@ from typing import Any
 from matcher.analysis import exits
 from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.hostscope import GPUS_PER_HOST, one_host
-from matcher.analysis.rankmap import RankMap
+from matcher.analysis.rankmap import RankMap, as_int
 from matcher.model import Observation
 from matcher.taxonomy import CLASSES, UNKNOWN
 
@@ -41,6 +41,7 @@ _CONDITIONS = frozenset(
         "error",
         "exit_signal",
         "classless",
+        "joined_over_world",
     }
 )
 
@@ -59,6 +60,9 @@ class Context:
     errors: tuple[str, ...]  # NCCL results PyTorch surfaced ("internal error", "ncclInvalidUsage")
     exit_signal: str | None  # how the first recorded worker death happened
     named_classes: frozenset[str] = frozenset()  # classes any line names (a cascade line's peer exit, ...)
+    # A store barrier counted more ranks than the world size (`task` joined > `world_size`): another job
+    # or a restarted one shares the store, whatever else the paste lacks.
+    joined_over_world: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,7 @@ class Prior:
             "error" not in w or any(e.lower() in got.lower() for e in w["error"] for got in ctx.errors),
             "exit_signal" not in w or ctx.exit_signal in w["exit_signal"],
             "classless" not in w or (not ctx.named_classes) == w["classless"],
+            "joined_over_world" not in w or ctx.joined_over_world == w["joined_over_world"],
         )
         return all(checks)
 
@@ -195,7 +200,13 @@ def context_of(
         errors=errors,
         exit_signal=death.signal if death is not None else None,
         named_classes=frozenset(c for o in observations for c in o.classes),
+        joined_over_world=any(_joined_over_world(o) for o in observations),
     )
+
+
+def _joined_over_world(obs: Observation) -> bool:
+    joined, world = as_int(obs.fields.get("task")), as_int(obs.fields.get("world_size"))
+    return joined is not None and world is not None and joined > world
 
 
 def bare(
