@@ -66,6 +66,46 @@ def test_keywords_are_selective_on_healthy_output() -> None:
     assert offenders == []
 
 
+def _healthy_setup_output() -> bytes:
+    """What NCCL_DEBUG=INFO prints while a healthy 16-rank, 2-host communicator is set up over IB."""
+    lines = []
+    for r in range(16):
+        head = f"gpu-node-00{r // 8}:{4000 + r}:{4100 + r} [{r % 8}] NCCL INFO"
+        lines += [
+            f"{head} Bootstrap : Using ib0:10.1.0.{r // 8}<0>",
+            f"{head} NET/Plugin: No plugin found (libnccl-net.so), using internal implementation",
+            f"{head} NET/IB : Using [0]mlx5_{r % 8}:1/IB [RO]; OOB ib0:10.1.0.{r // 8}<0>",
+            f"{head} Using network IB",
+            f"{head} ncclCommInitRank comm 0x55d{r:05x} rank {r} nranks 16 cudaDev {r % 8} busId {r % 8}0000"
+            " commId 0x5f1c2e - Init START",
+            f"{head} Channel 00/0 : {r}[{r % 8}] -> {(r + 1) % 16}[{(r + 1) % 8}] [send] via NET/IB/{r % 8}/GDRDMA",
+            f"{head} Channel 01/0 : {r}[{r % 8}] -> {(r + 1) % 16}[{(r + 1) % 8}] via P2P/IPC/read",
+            f"{head} Connected all rings",
+            f"{head} Connected all trees",
+            f"{head} threadThresholds 8/8/64 | 128/8/64 | 512 | 512",
+            f"{head} 24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer",
+            f"{head} ncclCommInitRank comm 0x55d{r:05x} rank {r} nranks 16 cudaDev {r % 8} busId {r % 8}0000"
+            " commId 0x5f1c2e - Init COMPLETE",
+        ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_healthy_nccl_setup_lines_reach_no_error_signature() -> None:
+    """Root and cascade lines are never sampled away, so an error signature that the scanner's screen lets
+    through on healthy setup lines (a keyword such as "IB " or "HCA" where its regex could not be screened)
+    sends every such line of a setup flood through Python. Context signatures are meant to read them."""
+    data = _healthy_setup_output()
+    offenders = sorted(
+        {
+            CATALOG.signatures[i].id
+            for c in Prefilter(CATALOG).candidates(data, sample_context=True)
+            for i in c.signatures
+            if CATALOG.signatures[i].role != "context"
+        }
+    )
+    assert offenders == []
+
+
 # A lost peer is by definition what the surviving ranks say (TAXONOMY: "this rank only lost its peer"):
 # its evidence is cascade lines that win only when no root line exists anywhere in the bundle.
 CASCADE_ONLY_CLASSES = {"network/peer-exit"}
