@@ -78,12 +78,14 @@ def _healthy_setup_output() -> bytes:
             f"{head} Using network IB",
             f"{head} ncclCommInitRank comm 0x55d{r:05x} rank {r} nranks 16 cudaDev {r % 8} busId {r % 8}0000"
             " commId 0x5f1c2e - Init START",
-            f"{head} Channel 00/0 : {r}[{r % 8}] -> {(r + 1) % 16}[{(r + 1) % 8}] [send] via NET/IB/{r % 8}/GDRDMA",
+            f"{head} Channel 00/0 : {r}[{r % 8}] -> {(r + 1) % 16}[{(r + 1) % 8}] [send] "
+            f"via NET/IB/{r % 8}/GDRDMA",
             f"{head} Channel 01/0 : {r}[{r % 8}] -> {(r + 1) % 16}[{(r + 1) % 8}] via P2P/IPC/read",
             f"{head} Connected all rings",
             f"{head} Connected all trees",
             f"{head} threadThresholds 8/8/64 | 128/8/64 | 512 | 512",
-            f"{head} 24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer",
+            f"{head} 24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, "
+            "32 p2p channels per peer",
             f"{head} ncclCommInitRank comm 0x55d{r:05x} rank {r} nranks 16 cudaDev {r % 8} busId {r % 8}0000"
             " commId 0x5f1c2e - Init COMPLETE",
         ]
