@@ -14,6 +14,7 @@ import pytest
 
 from matcher.flight_recorder.analyze import DumpFormatError, FRDump, UnsafeDumpError, analyze_dumps, load_dump
 from matcher.model import InputError
+from tests.fixtures.flight_recorder import fr_entry
 
 
 class _Exploit:
@@ -41,29 +42,6 @@ def test_any_global_is_refused_even_a_harmless_one() -> None:
         load_dump(payload, "dump_0")
 
 
-def _entry(seq: int, op: str = "all_reduce", state: str = "scheduled", pg: str = "0", **extra: Any) -> dict:
-    entry = {
-        "record_id": seq,
-        "pg_id": 0,
-        "process_group": (pg, "default_pg"),
-        "collective_seq_id": seq,
-        "p2p_seq_id": 0,
-        "op_id": seq,
-        "profiling_name": f"nccl:{op}",
-        "time_created_ns": 1_700_000_000_000_000_000 + seq,
-        "input_sizes": [[1024]],
-        "input_dtypes": ["Float"],
-        "output_sizes": [[1024]],
-        "output_dtypes": ["Float"],
-        "state": state,
-        "retired": state == "completed",
-        "timeout_ms": 600000,
-        "is_p2p": False,
-    }
-    entry.update(extra)
-    return entry
-
-
 def _dump(rank: int, world: int, entries: list[dict], enqueued: int, completed: int) -> dict:
     return {
         "version": "2.10",
@@ -89,7 +67,7 @@ def _load_all(dumps: dict[int, dict], as_json: bool = False) -> list[FRDump]:
 
 
 def test_json_and_gzip_dumps_load_like_pickles() -> None:
-    dump = _dump(2, 4, [_entry(5, state="completed"), _entry(6)], 6, 5)
+    dump = _dump(2, 4, [fr_entry(5, state="completed"), fr_entry(6)], 6, 5)
     from_json = load_dump(json.dumps(dump).encode(), "rank_2.json")
     from_gzip = load_dump(gzip.compress(pickle.dumps(dump)), "comm_lib_trace_rank_2")
     assert from_json.rank == from_gzip.rank == 2
@@ -98,7 +76,7 @@ def test_json_and_gzip_dumps_load_like_pickles() -> None:
 
 
 def test_json_dumps_with_string_counters_as_torch_writes_them() -> None:
-    dump = _dump(1, 2, [_entry(6)], 6, 5)
+    dump = _dump(1, 2, [fr_entry(6)], 6, 5)
     dump["pg_status"]["0"] = {
         "last_enqueued_collective": "6",
         "last_started_collective": "-1",
@@ -140,9 +118,11 @@ def test_lagging_rank_is_blamed() -> None:
     dumps = {}
     for rank in range(world):
         if rank == 5:  # stopped issuing work after #40
-            dumps[rank] = _dump(rank, world, [_entry(40, state="completed")], 40, 40)
+            dumps[rank] = _dump(rank, world, [fr_entry(40, state="completed")], 40, 40)
         else:
-            dumps[rank] = _dump(rank, world, [_entry(40, state="completed"), _entry(41), _entry(42)], 42, 40)
+            dumps[rank] = _dump(
+                rank, world, [fr_entry(40, state="completed"), fr_entry(41), fr_entry(42)], 42, 40
+            )
     finding = analyze_dumps(_load_all(dumps))
     assert finding.culprit_ranks == (5,)
     assert finding.kind == "behind"
@@ -151,7 +131,7 @@ def test_lagging_rank_is_blamed() -> None:
 
 def test_rank_with_empty_ring_never_arrived() -> None:
     world = 4
-    dumps = {r: _dump(r, world, [_entry(9, state="completed"), _entry(10)], 10, 9) for r in range(world)}
+    dumps = {r: _dump(r, world, [fr_entry(9, state="completed"), fr_entry(10)], 10, 9) for r in range(world)}
     dumps[2] = _dump(2, world, [], 9, 9)
     finding = analyze_dumps(_load_all(dumps, as_json=True))
     assert finding.kind == "missing-ranks"
@@ -161,8 +141,8 @@ def test_rank_with_empty_ring_never_arrived() -> None:
 
 def test_mismatch_blames_the_minority_even_when_it_is_rank_zero() -> None:
     world = 4
-    dumps = {r: _dump(r, world, [_entry(3, op="all_reduce")], 3, 2) for r in range(world)}
-    dumps[0] = _dump(0, world, [_entry(3, op="broadcast")], 3, 2)
+    dumps = {r: _dump(r, world, [fr_entry(3, op="all_reduce")], 3, 2) for r in range(world)}
+    dumps[0] = _dump(0, world, [fr_entry(3, op="broadcast")], 3, 2)
     finding = analyze_dumps(_load_all(dumps))
     assert finding.kind == "mismatch"
     assert finding.culprit_ranks == (0,)
@@ -172,7 +152,7 @@ def test_mismatch_blames_the_minority_even_when_it_is_rank_zero() -> None:
 def test_uneven_all_to_all_sizes_are_not_a_mismatch() -> None:
     world = 2
     dumps = {
-        r: _dump(r, world, [_entry(7, op="all_to_all", input_sizes=[[100 + r, 8]])], 7, 6)
+        r: _dump(r, world, [fr_entry(7, op="all_to_all", input_sizes=[[100 + r, 8]])], 7, 6)
         for r in range(world)
     }
     finding = analyze_dumps(_load_all(dumps))
@@ -182,7 +162,9 @@ def test_uneven_all_to_all_sizes_are_not_a_mismatch() -> None:
 
 def test_all_ranks_stuck_in_the_same_collective_names_nobody() -> None:
     world = 16
-    dumps = {r: _dump(r, world, [_entry(99, state="completed"), _entry(100)], 100, 99) for r in range(world)}
+    dumps = {
+        r: _dump(r, world, [fr_entry(99, state="completed"), fr_entry(100)], 100, 99) for r in range(world)
+    }
     finding = analyze_dumps(_load_all(dumps))
     assert finding.kind == "all-stuck"
     assert finding.culprit_ranks == ()
@@ -190,7 +172,7 @@ def test_all_ranks_stuck_in_the_same_collective_names_nobody() -> None:
 
 
 def test_healthy_dumps_report_no_issue() -> None:
-    dumps = {r: _dump(r, 2, [_entry(4, state="completed")], 4, 4) for r in range(2)}
+    dumps = {r: _dump(r, 2, [fr_entry(4, state="completed")], 4, 4) for r in range(2)}
     finding = analyze_dumps(_load_all(dumps))
     assert finding.kind == "no-issue"
     assert finding.culprit_ranks == ()

@@ -18,6 +18,7 @@ from matcher.pipeline import diagnose
 from matcher.reading.read import ReadLimits, iter_sources
 from matcher.scanning.catalog import load_catalog
 from matcher.scanning.scan import scan
+from tests.fixtures.flight_recorder import fr_entry
 from tests.matcher.excerpts import class_ids, diagnose_text
 
 # paste -> (context that applies, first class, a class listed after it)
@@ -172,33 +173,12 @@ def test_a_cross_rank_verdict_is_not_moved_by_a_setting_or_an_aftermath_line(
     assert mixed.culprit is not None and mixed.culprit.ranks == (3,)
 
 
-def _fr_entry(seq: int, state: str) -> dict[str, object]:
-    return {
-        "record_id": seq,
-        "pg_id": 0,
-        "process_group": ("0", "default_pg"),
-        "collective_seq_id": seq,
-        "p2p_seq_id": 0,
-        "op_id": seq,
-        "profiling_name": "nccl:all_reduce",
-        "time_created_ns": 1_700_000_000_000_000_000 + seq,
-        "input_sizes": [[1024]],
-        "input_dtypes": ["Float"],
-        "output_sizes": [[1024]],
-        "output_dtypes": ["Float"],
-        "state": state,
-        "retired": state == "completed",
-        "timeout_ms": 600000,
-        "is_p2p": False,
-    }
-
-
 def _diagnose_with_dumps(tmp_path: Path, text: str) -> Diagnosis:
     """Four Flight Recorder dumps in which rank 2 stopped issuing work after #40, beside `text`."""
     paths = []
     for rank in range(4):
         behind = rank == 2
-        entries = [_fr_entry(40, "completed")] + ([] if behind else [_fr_entry(41, "scheduled")])
+        entries = [fr_entry(40, state="completed")] + ([] if behind else [fr_entry(41, state="scheduled")])
         dump = {
             "version": "2.10",
             "comm_lib_version": "2.27.5",
