@@ -266,16 +266,13 @@ def _waiting_in_other_ops(rows: dict[int, _Row]) -> str | None:
     a later ALLGATHER): they issued different sequences, whichever side is ahead. Reached only when no
     side is a lagging minority (`_behind_a_later_wait`); names no culprit, since the side ahead may have
     run the extra collective or the others may have skipped one."""
-    waiting: dict[int, str] = {}
+    groups: dict[tuple[int, str], list[int]] = {}  # (SeqNum, OpType) a rank times out in -> ranks
     for rank, row in rows.items():
         seq = max(row.waiting_in, default=None)
         if seq is not None and seq in row.ops:
-            waiting[rank] = row.ops[seq][0]
-    if len(set(waiting.values())) < 2 or len({max(rows[r].waiting_in) for r in waiting}) < 2:
+            groups.setdefault((seq, row.ops[seq][0]), []).append(rank)
+    if len({op for _, op in groups}) < 2 or len({seq for seq, _ in groups}) < 2:
         return None
-    groups: dict[tuple[int, str], list[int]] = {}
-    for rank, op in waiting.items():
-        groups.setdefault((max(rows[rank].waiting_in), op), []).append(rank)
     described = "; ".join(
         f"rank(s) {', '.join(map(str, sorted(ranks)))} in #{seq} {op}"
         for (seq, op), ranks in sorted(groups.items())

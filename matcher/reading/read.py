@@ -1020,7 +1020,6 @@ _QUOTES = {b"\xe2\x80\x98": b"'", b"\xe2\x80\x99": b"'", b"\xe2\x80\x9c": b'"', 
 _INVISIBLE = frozenset(
     {b"\xc2\xad", b"\xe2\x80\x8b", b"\xe2\x80\x8c", b"\xe2\x80\x8d", b"\xe2\x81\xa0", b"\xef\xbb\xbf"}
 )
-_ENTITY = re.compile(rb"&(?:lt|gt|quot|apos|amp|nbsp|#39|#x27|#34|#x22|#60|#62);")
 _ENTITIES = {
     b"&lt;": b"<",
     b"&gt;": b">",
@@ -1035,6 +1034,7 @@ _ENTITIES = {
     b"&#60;": b"<",
     b"&#62;": b">",
 }
+_ENTITY = re.compile(b"|".join(re.escape(entity) for entity in _ENTITIES))
 
 
 def _may_hold_pasted(block: bytes) -> bool:

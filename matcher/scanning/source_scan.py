@@ -493,7 +493,7 @@ class _SourceScan:
         # Multi-line records and re-joined wraps finish late: keep the observations in file order, and
         # the signatures of one line in catalog order (a record waiting for its next line must not come
         # after or before the others depending on where a block ended).
-        order = {entry.signature.id: index for index, entry in enumerate(self.entries)}
+        order = _roles(self.catalog).index
         self.observations.sort(key=lambda o: (o.line.lineno, order.get(o.signature, len(order))))
         return Piece(
             observations=self.observations,
