@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 import runbooks
+from bot.render.confidence import confidence_word
 from bot.render.safe_text import strip_controls
 from matcher.model import Diagnosis, Evidence
 
@@ -19,24 +20,11 @@ EVIDENCE_SHOWN = 5
 EXCERPT_CHARS = 220
 
 
-def _clean(text: str) -> str:
+def _clean(text: str, limit: int | None = EXCERPT_CHARS) -> str:
     """Printable single-line excerpt: escape sequences and control characters out (`strip_controls`),
-    and runs of spaces one."""
+    runs of spaces one, cut at `limit` (None: our own data text, such as a runbook's settle line)."""
     cleaned = " ".join(strip_controls(text).split())  # progress bars pad with long runs of spaces
-    return cleaned if len(cleaned) <= EXCERPT_CHARS else cleaned[: EXCERPT_CHARS - 1] + "…"
-
-
-def _clean_long(text: str) -> str:
-    """Our own data text (a runbook's settle line): spaces folded, never cut."""
-    return " ".join(strip_controls(text).split())
-
-
-def _confidence_word(confidence: float) -> str:
-    if confidence >= 0.8:
-        return "high"
-    if confidence >= 0.5:
-        return "medium"
-    return "low"
+    return cleaned if limit is None or len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
 def headline(diagnosis: Diagnosis) -> Text:
@@ -46,7 +34,7 @@ def headline(diagnosis: Diagnosis) -> Text:
     line.append(_clean(primary.class_id), style=style)
     line.append(f"  {_clean(primary.title)}")
     line.append(
-        f"  (confidence {primary.confidence:.2f}, {_confidence_word(primary.confidence)})",
+        f"  (confidence {primary.confidence:.2f}, {confidence_word(primary.confidence)})",
         style="dim",
     )
     return line
@@ -114,7 +102,7 @@ def render_diagnosis(
     if settle:
         console.print(Text("\nWhat would settle it (this is a guess)", style="bold"))
         for entry in settle:
-            console.print(Text(f"  {entry.class_id}: {_clean_long(entry.text)}"))
+            console.print(Text(f"  {entry.class_id}: {_clean(entry.text, limit=None)}"))
 
     if runbook is not None:
         from bot.render.runbook_text import render as render_runbook

@@ -16,6 +16,7 @@ from typing import Any
 
 import runbooks
 from bot.render import slack_blocks as kit
+from bot.render.confidence import confidence_word
 from bot.render.slack_blocks import Block
 from bot.render.slack_text import code_block, inline_code, plain_text, prose
 from runbooks.model import RenderedRunbook
@@ -83,10 +84,6 @@ def archive_link(channel: str, ts: str, base: str = "https://slack.com/archives/
     if not _CHANNEL_ID.match(channel) or not re.fullmatch(r"\d+\.\d+", ts):
         return None
     return f"{base}{channel}/p{ts.replace('.', '')}"
-
-
-def confidence_word(confidence: float) -> str:
-    return "high" if confidence >= 0.8 else "medium" if confidence >= 0.5 else "low"
 
 
 def culprit_line(view: IncidentView) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import runbooks
+from bot.render.confidence import confidence_word
 from runbooks.settle import GUESS_BELOW, MAX_CLASSES
 
 
@@ -37,6 +38,7 @@ def test_the_guess_threshold_is_the_low_confidence_band_every_front_end_shows() 
     below = [{"class": "cuda/oom", "confidence": GUESS_BELOW - 0.01}]
     assert runbooks.settle_for(at) == ()
     assert [s.class_id for s in runbooks.settle_for(below)] == ["cuda/oom"]
+    assert confidence_word(GUESS_BELOW - 0.01) == "low" and confidence_word(GUESS_BELOW) == "medium"
 
 
 def test_every_shipped_settle_text_says_what_to_collect() -> None:
