@@ -1035,6 +1035,19 @@ _ENTITIES = {
     b"&#62;": b">",
 }
 _ENTITY = re.compile(b"|".join(re.escape(entity) for entity in _ENTITIES))
+# A `\uXXXX` escape of a JSON string, not itself escaped (an even run of backslashes before it). Go's
+# encoder (Docker's json-file driver, promtail, many shippers) writes <, > and & so, and Python's
+# json.dumps every non-ASCII character; the keywords and patterns are written for the characters.
+_JSON_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u([0-9a-fA-F]{4})")
+
+
+def _json_character(found: re.Match[bytes]) -> bytes:
+    code = int(found.group(2), 16)
+    # Left escaped where the character would end or break the JSON string (control characters, the
+    # quote and the backslash) or cannot stand alone (half of a surrogate pair).
+    if code < 0x20 or code in (0x22, 0x5C) or 0xD800 <= code <= 0xDFFF:
+        return found.group(0)
+    return found.group(1) + chr(code).encode("utf-8")
 
 
 def _may_hold_pasted(block: bytes) -> bool:
@@ -1055,11 +1068,12 @@ def _plain_character(match: re.Match[bytes]) -> bytes:
 def clean_block(block: bytes, cap: int, pasted: bool = False) -> bytes:
     """Whole lines in, whole lines out: over-long lines cut, NUL and ANSI escapes removed, and what a
     paste does to a log undone: tabs become spaces, HTML entities of a page's source (`&lt;`, `&quot;`,
-    `&#39;`, `&amp;`...) are unescaped, and where the block may be `pasted` (see PASTE_BYTES), outside
-    ASCII, no-break and ideographic spaces become spaces, zero-width characters (and byte order marks) go,
-    typographic quotes and full-width ASCII punctuation of CJK input methods (`：`, `，`, `（`) become
-    ASCII. Each is a C-speed test first: a healthy machine-written log is ASCII, without tabs or `&`, and
-    pays three C-speed scans of the block."""
+    `&#39;`, `&amp;`...) and the `\\u003c`-style escapes of JSON records are unescaped, and where the
+    block may be `pasted` (see PASTE_BYTES), outside ASCII, no-break and ideographic spaces become
+    spaces, zero-width characters (and byte order marks) go, typographic quotes and full-width ASCII
+    punctuation of CJK input methods (`：`, `，`, `（`) become ASCII. Each is a C-speed test
+    first: a healthy machine-written log is ASCII, without tabs, `&` or `\\u`, and pays four C-speed scans
+    of the block."""
     if len(block) > cap + 1:
         block = _cut_long_lines(block, cap)
     if b"\x00" in block:
@@ -1068,6 +1082,8 @@ def clean_block(block: bytes, cap: int, pasted: bool = False) -> bytes:
         block = _ANSI.sub(b"", block)
     if b"\t" in block:
         block = block.replace(b"\t", b" ")
+    if b"\\u" in block:
+        block = _JSON_ESCAPE.sub(_json_character, block)
     if b"&" in block:
         block = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], block)
     if pasted and not block.isascii() and _may_hold_pasted(block):

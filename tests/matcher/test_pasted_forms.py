@@ -107,6 +107,16 @@ def _docker(text: str) -> str:
     )
 
 
+def _go_escaped(text: str) -> str:
+    # What Go's encoding/json makes of a record (Docker's daemon, promtail): <, > and & as \\u escapes.
+    return _docker(text).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _ascii_json(text: str) -> str:
+    # Python's json.dumps default (a logging JSON formatter): every non-ASCII character as a \\u escape.
+    return "\n".join(json.dumps({"message": line, "level": "ERROR"}) for line in text.split("\n"))
+
+
 _IPV4 = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
 
 
@@ -169,6 +179,8 @@ FORMS: dict[str, Form] = {
     "typographic-quotes": lambda text: re.sub(r"'([^']*)'", "\u2018\\1\u2019", text).replace('"', "\u201d"),
     # log collectors and launchers
     "docker-json-lines": _docker,
+    "docker-json-lines-go-escaped": _go_escaped,
+    "json-lines-ascii-escaped": _ascii_json,
     "cri-containerd": _prefixed("2024-05-01T10:00:00.123456789Z stderr F "),
     "kubectl-timestamps": _prefixed("2024-05-01T10:00:00.123456789Z "),
     "kubectl-prefix": _prefixed("[pod/trainer-worker-3/pytorch] "),
@@ -336,3 +348,14 @@ def test_paste_characters_are_undone_only_where_a_paste_can_be() -> None:
     bundled = Source(name="b.tar!0/stderr.log", opener=lambda: io.BytesIO(data), bundled=True)
     assert b"".join(b.data for b in iter_blocks(alone)) == data.replace("\u00a0".encode(), b" ")
     assert b"".join(b.data for b in iter_blocks(bundled)) == data
+
+
+def test_json_escapes_become_their_characters_unless_that_would_break_the_record() -> None:
+    line = (
+        b'{"log":"object \\u003c/torch_1_2\\u003e \\u0026 \\u5185\\u5b58 '
+        b'kept: \\\\u003c \\u0022 \\u005c \\u000a \\ud83d\\ude00"}\n'
+    )
+    cleaned = clean_block(line, cap=4096)
+    kept = b'kept: \\\\u003c \\u0022 \\u005c \\u000a \\ud83d\\ude00"}\n'
+    assert cleaned == '{"log":"object </torch_1_2> & 内存 '.encode() + kept
+    assert json.loads(cleaned) == json.loads(line)  # the record reads as before, character for character
