@@ -110,6 +110,8 @@ class Priors:
     contexts: tuple[Prior, ...]
     runner_up_share: float
     runners_up: dict[str, tuple[str, ...]]
+    # Signatures saying in words that a job hung after training started: not a hang at NCCL setup.
+    hang_stages_after_setup: frozenset[str] = frozenset()
 
     def first(self, ctx: Context) -> Prior | None:
         return next((p for p in self.contexts if p.holds(ctx)), None)
@@ -162,6 +164,7 @@ def parse_priors(document: dict[str, Any]) -> Priors:
         unknown_share=float(settings["unknown_share"]),
         hang_after_init_unknown=float(settings["hang_after_init_unknown"]),
         contexts=tuple(contexts),
+        hang_stages_after_setup=frozenset(settings.get("hang_stages_after_setup", ())),
     )
 
 

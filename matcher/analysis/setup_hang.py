@@ -52,8 +52,9 @@ NVLS = "NVLS"
 DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/24")
 _SETUP_FIELDS = ("transport", "interface")
 # What a launcher says when the job is stopped from outside (a user's Ctrl-C on the hang, scancel, a time
-# limit): no error of the job's own, so the hang stays silent.
-STOPPED_SYMPTOMS = frozenset({"child-failed", "task-killed"})
+# limit): no error of the job's own, so the hang stays silent. A hang said in words (hang-prose) is the
+# same silence, told by the user.
+STOPPED_SYMPTOMS = frozenset({"child-failed", "task-killed", "hang-reported"})
 
 
 @dataclass(slots=True)
@@ -94,7 +95,7 @@ def silent(cascades: list[Observation], table: TableVerdict, fr: FRFinding | Non
 def suggest(observations: list[Observation], ranks: RankMap) -> Suggestions | None:
     """Runners-up for a hang after NCCL init, or None when the bundle shows no NCCL setup at all."""
     setup = setup_lines(observations)
-    if not setup or _progressed_after(setup, observations):
+    if not setup or _progressed_after(setup, observations) or _hung_later_in_words(observations):
         return None
     transports = [o for o in setup if "transport" in o.fields]
     interfaces = [o for o in setup if "interface" in o.fields]
@@ -190,6 +191,13 @@ def _family(transport: str) -> str:
     """ "NET/IB/0(4)/GDRDMA" -> "NET/IB GDRDMA", "P2P/IPC/read" -> "P2P/IPC": kind, not device."""
     family = "/".join(transport.split("/")[:2])
     return f"{family} GDRDMA" if "GDRDMA" in transport else family
+
+
+def _hung_later_in_words(observations: list[Observation]) -> bool:
+    """The user says where it hung, and that was after training started (an epoch's end, a checkpoint,
+    mid-run): the setup lines in the paste are no sign of a hang at setup."""
+    later = priors().hang_stages_after_setup
+    return any(o.signature in later for o in observations)
 
 
 def _progressed_after(setup: list[Observation], observations: list[Observation]) -> bool:
