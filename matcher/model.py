@@ -11,11 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from matcher.rules import ANALYSIS_VERSION
+from matcher.taxonomy import UNKNOWN
 
 Role = Literal["root", "cascade", "context"]
 FieldValue = str | int | float
 
 SCHEMA_VERSION = 1
+
+# Below this primary confidence a diagnosis is a guess ("low" in every front end; it says what would
+# settle it and lists the classes an expert checks next): priors claim at most 0.45 (matcher/priors.toml),
+# a lone cascade line less. `unknown` leading is a guess whatever its confidence.
+GUESS_BELOW = 0.5
+
+
+def is_guess(class_id: str, confidence: float) -> bool:
+    """Whether a diagnosis led by `class_id` at `confidence` is only a guess."""
+    return class_id == UNKNOWN or confidence < GUESS_BELOW
+
 
 # Field names that signatures extract and that the analysis, the runbook templates and the store read.
 # A signature may only declare fields from this set (the catalog loader checks it), so the names stay
@@ -183,6 +195,10 @@ class Diagnosis:
     @property
     def primary(self) -> ClassScore:
         return self.diagnoses[0]
+
+    @property
+    def is_guess(self) -> bool:
+        return is_guess(self.primary.class_id, self.primary.confidence)
 
     @property
     def signature_ids(self) -> tuple[str, ...]:

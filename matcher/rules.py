@@ -21,6 +21,9 @@ HERE = Path(__file__).resolve().parent
 RULES_FILE = HERE / "rules.toml"
 VERSION_FILE = HERE / "analysis-version.toml"
 PRIORS_FILE = HERE / "priors.toml"
+NEXT_CHECKS_FILE = HERE / "next_checks.toml"
+# The analysis data besides the catalog: what a version id stands for along with the signatures.
+DATA_FILES = (RULES_FILE, PRIORS_FILE, NEXT_CHECKS_FILE)
 SIGNATURES = HERE / "signatures"
 
 
@@ -146,13 +149,11 @@ def analysis_version() -> AnalysisVersion:
     )
 
 
-def digest(
-    signatures: Path = SIGNATURES, rules_file: Path = RULES_FILE, priors_file: Path = PRIORS_FILE
-) -> str:
-    """sha256 over the catalog files (by name, in order), the rules and the symptom-context priors: what
-    the version id stands for."""
+def digest(signatures: Path = SIGNATURES, data_files: tuple[Path, ...] = DATA_FILES) -> str:
+    """sha256 over the catalog files (by name, in order), the rules, the symptom-context priors and the
+    next checks of guesses: what the version id stands for."""
     hasher = hashlib.sha256()
-    for path in [*sorted(signatures.glob("*.toml")), rules_file, priors_file]:
+    for path in [*sorted(signatures.glob("*.toml")), *data_files]:
         hasher.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return "sha256:" + hasher.hexdigest()
 

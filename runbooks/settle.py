@@ -11,11 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from matcher.model import GUESS_BELOW, is_guess
 from runbooks.model import Runbook
 
-# Below this primary confidence a diagnosis is a guess ("low" in every front end): priors claim at most
-# 0.45 (matcher/priors.toml), a lone cascade line less.
-GUESS_BELOW = 0.5
+# A guess names at least three classes (matcher/next_checks.toml fills them): one settle text each.
 MAX_CLASSES = 3
 
 
@@ -32,11 +31,18 @@ class Settle:
 def what_would_settle(
     diagnoses: Sequence[Mapping[str, Any]], runbooks: Mapping[str, Runbook]
 ) -> tuple[Settle, ...]:
-    """For a guess (primary confidence below GUESS_BELOW): the settle text of its first classes other
-    than `unknown` (at most MAX_CLASSES), or `unknown`'s own when it names none. Empty when sure."""
-    if not diagnoses or float(diagnoses[0].get("confidence", 0.0)) >= GUESS_BELOW:
+    """For a guess (primary confidence below GUESS_BELOW, or `unknown` first): the settle text of its
+    first classes other than `unknown` (at most MAX_CLASSES), or `unknown`'s own when it names none.
+    Empty when sure."""
+    if not diagnoses:
+        return ()
+    primary = diagnoses[0]
+    if not is_guess(str(primary.get("class")), float(primary.get("confidence", 0.0))):
         return ()
     listed = [str(d.get("class")) for d in diagnoses]
     named = [c for c in dict.fromkeys(listed) if c != "unknown" and c in runbooks][:MAX_CLASSES]
     chosen = named or (["unknown"] if "unknown" in runbooks else [])
     return tuple(Settle(c, runbooks[c].title, runbooks[c].settle) for c in chosen)
+
+
+__all__ = ["GUESS_BELOW", "MAX_CLASSES", "Settle", "what_would_settle"]

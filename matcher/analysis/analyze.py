@@ -5,8 +5,10 @@
 only when no root line exists. Without any root line the timeout family is split with context clues, the
 cross-rank table and Flight Recorder (`matcher.analysis.timeouts`); a job that printed its NCCL setup and
 then nothing gets `unknown` with ranked suggestions (`matcher.analysis.setup_hang`); versions that differ
-across hosts support config/version-mismatch in every case (`matcher.analysis.versions`). The culprit
-follows the rules of `matcher.analysis.culprit`.
+across hosts support config/version-mismatch in every case (`matcher.analysis.versions`). A guess that
+names fewer than three classes lists what an expert checks next (`matcher.analysis.next_checks`), after
+the ranking is final and below every class in it. The culprit follows the rules of
+`matcher.analysis.culprit`.
 
 Facts: KNOWN_FIELDS values of the primary's evidence and the cross-rank table, job-wide versions and world
 size, `culprit_rank` / `culprit_host`, and `since_progress_ms` (`matcher.analysis.progress`: milliseconds
@@ -21,6 +23,7 @@ from matcher.analysis import (
     crossrank,
     exits,
     hostscope,
+    next_checks,
     priors,
     progress,
     scoring,
@@ -133,13 +136,10 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
             if cls.startswith("timeout/") or cls == UNKNOWN:
                 extra_evidence[cls] = fr.evidence[:1]
 
-    # Fewer than three classes named: the primary's usual alternatives fill the list (top-3 guesses).
-    runners_up = priors.fill_runners_up(masses)
-    guessed.added.update(runners_up)
     pinned = [o for o in table.evidence if rm.rank(o) in table.culprits]
-    ranked = _rank(
-        masses, support, cascades, extra_evidence, pinned, guessed.guessed(masses), set(runners_up)
-    )
+    ranked = _rank(masses, support, cascades, extra_evidence, pinned, guessed.guessed(masses))
+    # A guess naming fewer than three classes lists what an expert checks next, below everything else.
+    ranked = next_checks.fill(ranked, MAX_CLASSES)
     primary = ranked[0].class_id
     rank0_clue = next((o for o in support.get(RANK0, []) if o.role == "context"), None)
     decision = decide(
@@ -250,13 +250,12 @@ def _rank(
     extra_evidence: dict[str, tuple[Evidence, ...]],
     pinned: list[Observation],
     guessed: frozenset[str] = frozenset(),
-    unbacked: set[str] | None = None,
 ) -> tuple[ClassScore, ...]:
     known = {c: m for c, m in masses.items() if m > 0 and c in CLASSES}
     if not known or set(known) == {UNKNOWN}:
         evidence = scoring.excerpts(cascades)
         return (ClassScore(UNKNOWN, rules().confidence.unknown_alone, title(UNKNOWN), evidence),)
-    conf = scoring.confidences(known, frozenset(unbacked or ()))
+    conf = scoring.confidences(known)
     for cls in guessed & set(conf):  # a prior's guess, nothing in the bundle behind it: say so
         conf[cls] = min(conf[cls], priors.priors().max_confidence)
     order = sorted(conf, key=lambda c: (-conf[c], c))[:MAX_CLASSES]
@@ -264,9 +263,7 @@ def _rank(
     for cls in order:
         backing = support.get(cls, [])
         first = [o for o in pinned if o in backing] if cls.startswith("timeout/") else []
-        # A runner-up listed only as the primary's usual alternative has no line of its own to show.
-        fallback = () if unbacked and cls in unbacked else cascades
-        evidence = scoring.excerpts(backing or fallback, pinned=first)
+        evidence = scoring.excerpts(backing or cascades, pinned=first)
         evidence = (evidence + extra_evidence.get(cls, ()))[: scoring.EVIDENCE_PER_CLASS]
         scores.append(ClassScore(cls, round(conf[cls], 4), title(cls), evidence))
     return tuple(scores)

@@ -108,8 +108,6 @@ class Priors:
     unknown_share: float
     hang_after_init_unknown: float
     contexts: tuple[Prior, ...]
-    runner_up_share: float
-    runners_up: dict[str, tuple[str, ...]]
     # Signatures saying in words that a job hung after training started: not a hang at NCCL setup.
     hang_stages_after_setup: frozenset[str] = frozenset()
 
@@ -152,14 +150,7 @@ def parse_priors(document: dict[str, Any]) -> Priors:
             )
         seen.add(prior.id)
         contexts.append(prior)
-    runners = dict(document.get("runners_up", {}))
-    share = float(runners.pop("runner_up_share", 0.0))
-    named = [c for key, values in runners.items() for c in (key, *values)]
-    if any(c not in CLASSES or c == UNKNOWN for c in named):
-        raise ValueError(f"{PRIORS_FILE.name}: runners_up name unknown classes")
     return Priors(
-        runner_up_share=share,
-        runners_up={key: tuple(values) for key, values in runners.items()},
         max_confidence=float(settings["max_confidence"]),
         unknown_share=float(settings["unknown_share"]),
         hang_after_init_unknown=float(settings["hang_after_init_unknown"]),
@@ -253,25 +244,6 @@ def apply(
     return applied
 
 
-def fill_runners_up(masses: dict[str, float], wanted: int = 3) -> dict[str, float]:
-    """Add the leading class's usual alternatives until `wanted` classes are listed; returns what was
-    added (guesses: capped like any prior, never a culprit)."""
-    listed = [c for c, m in masses.items() if m > 0]
-    if not listed or len(listed) >= wanted:
-        return {}
-    primary = max(listed, key=lambda c: (masses[c], c))
-    amount = min(priors().runner_up_share * masses[primary], 0.9 * min(masses[c] for c in listed))
-    added: dict[str, float] = {}
-    for cls in priors().runners_up.get(primary, ()):
-        if len(listed) + len(added) >= wanted:
-            break
-        if cls not in masses:
-            added[cls] = amount
-            amount *= 0.9  # keep the listed order
-    masses.update(added)
-    return added
-
-
 def keep_unknown_first(masses: dict[str, float], guesses: Iterable[str]) -> None:
     """A context too spread to guess: `unknown` stays ahead of the classes it guessed, which keep at most
     `unknown_share` of its mass (the mirror of `demote_unknown`). What the bundle's own analysis weighed
@@ -297,7 +269,6 @@ __all__ = [
     "bare",
     "context_of",
     "demote_unknown",
-    "fill_runners_up",
     "keep_unknown_first",
     "parse_priors",
     "priors",

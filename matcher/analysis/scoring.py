@@ -43,10 +43,8 @@ def strength(m: float) -> float:
     return 1.0 - 0.5 * math.exp(-m)
 
 
-def confidences(masses: dict[str, float], outside: frozenset[str] = frozenset()) -> dict[str, float]:
-    """`outside` classes (listed alternatives with no evidence of their own) are scored against the others'
-    total without adding to it: listing them never lowers the confidence of a class the evidence backs."""
-    total = sum(m for c, m in masses.items() if c not in outside)
+def confidences(masses: dict[str, float]) -> dict[str, float]:
+    total = sum(masses.values())
     if total <= 0:
         return {}
     cap = rules().confidence.max_confidence

@@ -76,6 +76,27 @@ def test_a_thin_paste_says_what_would_settle_each_class_it_guesses(tmp_path: Pat
     assert "NCCL_DEBUG=INFO" in out.split("What would settle it", 1)[1]
 
 
+EVICTED_POD = "Status: Failed Reason: Evicted Message: Pod The node had condition: [DiskPressure].\n"
+
+
+def test_a_guess_filled_with_next_checks_reads_the_same_in_json_text_and_settle(tmp_path: Path) -> None:
+    log = tmp_path / "pod.log"
+    log.write_text(EVICTED_POD, encoding="utf-8")
+    document = run_json("diagnose", str(log), NO_STORE)
+    assert_design_schema(document)  # ranked by confidence, first = primary, filled ones included
+    classes = [d["class"] for d in document["diagnoses"]]
+    named = [c for c in classes if c != "unknown"]
+    assert classes[0] == "unknown" and len(named) == 3
+    assert not document["diagnoses"][-1]["evidence"]  # a next check has no line of its own
+    assert [item["class"] for item in document["to_settle"]] == named
+    assert document["culprit"] is None
+    out = run_cli("diagnose", str(log), NO_STORE).stdout.decode()
+    considered = out.split("Also considered", 1)[1].split("What would settle it", 1)[0]
+    assert all(c in considered for c in named)
+    settle = out.split("What would settle it (this is a guess)", 1)[1]
+    assert all(f"{c}:" in settle for c in named)
+
+
 def test_human_output_has_headline_culprit_evidence_and_runbook() -> None:
     result = run_cli("diagnose", str(EXAMPLE), NO_STORE)
     out = result.stdout.decode()

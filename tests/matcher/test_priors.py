@@ -173,17 +173,6 @@ def test_a_communicator_id_fetch_whose_store_reset_points_at_the_dead_peer(tmp_p
     assert class_ids(diagnose_text(tmp_path, text))[0] == "network/peer-exit"
 
 
-def test_a_lone_root_class_gets_its_usual_alternatives_as_weak_runners_up(tmp_path: Path) -> None:
-    text = (
-        "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total "
-        "capacity of 79.15 GiB of which 1.12 GiB is free.\n"
-    )
-    d = diagnose_text(tmp_path, text)
-    assert class_ids(d) == ["cuda/oom", "system/host-oom", "cuda/illegal-access"]
-    assert all(c.confidence < 0.2 for c in d.diagnoses[1:])
-    assert d.culprit is not None and d.culprit.ranks == (2,)  # named by the evidence, not by a guess
-
-
 def test_runners_up_never_pass_a_class_the_evidence_names(tmp_path: Path) -> None:
     text = "RuntimeError: NCCL Error 2: unhandled system error\n"
     d = diagnose_text(tmp_path, text)

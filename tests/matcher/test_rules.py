@@ -13,8 +13,9 @@ def test_catalog_or_rules_change_needs_a_new_analysis_version() -> None:
     version = analysis_version()
     current = digest()
     assert version.digest == current, (
-        "signatures/*.toml or rules.toml changed: give matcher/analysis-version.toml a new id, set base to "
-        f"the old one, add a changelog line and digest = {current!r}"
+        "signatures/*.toml, rules.toml, priors.toml or next_checks.toml changed: give "
+        "matcher/analysis-version.toml a new id, set base to the old one, add a changelog line and "
+        f"digest = {current!r}"
     )
 
 

@@ -41,6 +41,16 @@ def test_the_guess_threshold_is_the_low_confidence_band_every_front_end_shows() 
     assert confidence_word(GUESS_BELOW - 0.01) == "low" and confidence_word(GUESS_BELOW) == "medium"
 
 
+def test_unknown_first_is_a_guess_whatever_its_confidence() -> None:
+    diagnoses = [
+        {"class": "unknown", "confidence": 0.62},
+        {"class": "timeout/asymmetric-collectives", "confidence": 0.2},
+        {"class": "timeout/rank0-only-work", "confidence": 0.1},
+    ]
+    settle = runbooks.settle_for(diagnoses)
+    assert [s.class_id for s in settle] == ["timeout/asymmetric-collectives", "timeout/rank0-only-work"]
+
+
 def test_every_shipped_settle_text_says_what_to_collect() -> None:
     for class_id, runbook in runbooks.load_all().items():
         assert any(word in runbook.settle for word in ("Collect", "collect")), class_id

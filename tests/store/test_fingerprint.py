@@ -1,10 +1,17 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from bot.store import Store
 from bot.store.fingerprint import diagnosis_fingerprint, fingerprint, normalise_host
+from matcher.analysis import next_checks
+from matcher.analysis.next_checks import NextChecks
+from tests.matcher.excerpts import diagnose_text
+from tests.store.conftest import T0
 from tests.store.diagnoses import make_diagnosis
 
 
@@ -59,3 +66,22 @@ def test_culprit_host_fact_takes_part() -> None:
     with_fact = make_diagnosis(host="gpu-node-017", facts={"culprit_host": "GPU-NODE-017.dc1"})
     assert diagnosis_fingerprint(plain) == diagnosis_fingerprint(with_fact)
     assert diagnosis_fingerprint(make_diagnosis(host=None)) != diagnosis_fingerprint(plain)
+
+
+XID_13 = (
+    "kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=28871, name=python, Graphics SM Warp Exception on "
+    "(GPC 1, TPC 0, SM 1): Out Of Range Address\n"
+)
+
+
+def test_next_checks_of_a_guess_leave_its_fingerprint_and_incident_alone(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filled = diagnose_text(tmp_path, XID_13)
+    monkeypatch.setattr(next_checks, "next_checks", lambda: NextChecks(3, 0.5, False, {}))
+    bare = diagnose_text(tmp_path, XID_13)
+    assert len(filled.diagnoses) > len(bare.diagnoses)  # the guess did list a next check
+    assert diagnosis_fingerprint(filled) == diagnosis_fingerprint(bare)
+    first = store.record_diagnosis(bare, input_digest="d1", now=T0)
+    again = store.record_diagnosis(filled, input_digest="d2", now=T0 + timedelta(hours=1))
+    assert (again.id, again.fingerprint, again.occurrences) == (first.id, first.fingerprint, 2)
