@@ -89,7 +89,11 @@ def test_a_sure_cuda_oom_diagnosis_lists_its_neighbours_far_below_it(tmp_path: P
     d = diagnose_text(tmp_path, text)
     assert d.primary.confidence >= GUESS_BELOW
     assert class_ids(d)[0] == "cuda/oom" and len(class_ids(d)) == 3
-    assert all(not s.evidence and s.confidence <= next_checks.next_checks().sure_share * d.primary.confidence for s in d.diagnoses[1:])
+    assert all(
+        not s.evidence
+        and s.confidence <= next_checks.next_checks().sure_share * d.primary.confidence + 0.001
+        for s in d.diagnoses[1:]
+    )
     assert d.culprit is not None and d.culprit.ranks == (2,)
 
 
@@ -140,7 +144,7 @@ def test_filling_never_reorders_the_list_and_stays_below_every_listed_class(
     added = filled[len(ranked) :]
     if added and not (ranked[0].class_id == UNKNOWN or ranked[0].confidence < GUESS_BELOW):
         far_below = next_checks.next_checks().sure_share * ranked[-1].confidence
-        assert added[0].confidence <= far_below + 0.0005  # a sure answer's neighbours: far below it
+        assert added[0].confidence <= far_below + 0.001  # a sure answer's neighbours: far below it
     assert len(filled) <= MAX_LISTED and len({s.class_id for s in filled}) == len(filled)
     assert all(s.class_id != UNKNOWN and not s.evidence for s in added)
     shown = [round(s.confidence, 3) for s in filled]  # as `diagnose --json` prints them

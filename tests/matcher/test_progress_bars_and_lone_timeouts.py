@@ -209,4 +209,7 @@ def test_missing_gid_device_stays_a_gid_problem_only(tmp_path: Path) -> None:
         "gpu-r2-03:41007:41188 [2] misc/ibvwrap.cc:291 NCCL WARN Call to ibv_modify_qp failed with 19 "
         "No such device\n"
     )
-    assert "network/ib-rdma" not in class_ids(diagnose_text(tmp_path, text))
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[0] == "network/roce-gid"
+    # The line is not also read as a generic verbs failure: IB may only be listed as a next check.
+    assert all(s.evidence == () for s in d.diagnoses if s.class_id == "network/ib-rdma")
