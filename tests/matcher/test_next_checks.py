@@ -90,8 +90,7 @@ def test_a_sure_cuda_oom_diagnosis_lists_its_neighbours_far_below_it(tmp_path: P
     assert d.primary.confidence >= GUESS_BELOW
     assert class_ids(d)[0] == "cuda/oom" and len(class_ids(d)) == 3
     assert all(
-        not s.evidence
-        and s.confidence <= next_checks.next_checks().sure_share * d.primary.confidence + 0.001
+        not s.evidence and s.confidence <= next_checks.next_checks().sure_share * d.primary.confidence + 0.001
         for s in d.diagnoses[1:]
     )
     assert d.culprit is not None and d.culprit.ranks == (2,)
