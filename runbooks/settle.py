@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from matcher.model import GUESS_BELOW, is_guess
+from matcher.taxonomy import UNKNOWN
 from runbooks.model import Runbook
 
 # A guess names at least three classes (matcher/next_checks.toml fills them): one settle text each.
@@ -40,8 +41,8 @@ def what_would_settle(
     if not is_guess(str(primary.get("class")), float(primary.get("confidence", 0.0))):
         return ()
     listed = [str(d.get("class")) for d in diagnoses]
-    named = [c for c in dict.fromkeys(listed) if c != "unknown" and c in runbooks][:MAX_CLASSES]
-    chosen = named or (["unknown"] if "unknown" in runbooks else [])
+    named = [c for c in dict.fromkeys(listed) if c != UNKNOWN and c in runbooks][:MAX_CLASSES]
+    chosen = named or ([UNKNOWN] if UNKNOWN in runbooks else [])
     return tuple(Settle(c, runbooks[c].title, runbooks[c].settle) for c in chosen)
 
 

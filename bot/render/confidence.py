@@ -1,9 +1,9 @@
 """The word every front end shows beside a diagnosis' confidence. "low" is the band in which a diagnosis
-is a guess and says what would settle it (`runbooks.settle.GUESS_BELOW`)."""
+is a guess and says what would settle it (`matcher.model.GUESS_BELOW`)."""
 
 from __future__ import annotations
 
-from runbooks.settle import GUESS_BELOW
+from matcher.model import GUESS_BELOW
 
 HIGH_FROM = 0.8
 

@@ -15,13 +15,12 @@ import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from matcher.model import ClassScore, is_guess
+from matcher.rules import NEXT_CHECKS_FILE
 from matcher.taxonomy import CLASSES, UNKNOWN, title
 
-NEXT_CHECKS_FILE = Path(__file__).resolve().parent.parent / "next_checks.toml"
 # Confidences are printed with three decimals (`ClassScore.to_json`): a filled class must stay strictly
 # below the one above it at that precision too.
 _PRECISION = 3

@@ -14,7 +14,6 @@ import functools
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from matcher.analysis import exits
@@ -22,9 +21,9 @@ from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.hostscope import GPUS_PER_HOST, one_host
 from matcher.analysis.rankmap import RankMap, as_int
 from matcher.model import Observation
+from matcher.rules import PRIORS_FILE
 from matcher.taxonomy import CLASSES, UNKNOWN
 
-PRIORS_FILE = Path(__file__).resolve().parent.parent / "priors.toml"
 _SMALL_BROADCAST_NUMEL = 1024
 KILLED = "sigkill"  # the cascade symptom of a worker killed by SIGKILL
 _CONDITIONS = frozenset(
