@@ -77,6 +77,9 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "exception",  # a Python exception type ("KeyError", "torch.OutOfMemoryError")
         "code_file",  # the source file of the innermost frame of a traceback
         "code_line",  # ... and its line number
+        "op_count",  # NCCL's opCount of a collective on its communicator (hexadecimal, as printed)
+        "comm",  # an NCCL communicator's address in its process (tells one process's communicators apart)
+        "comm_ranks",  # ... and its size ([nranks=N]; not the job's world size)
     }
 )
 

@@ -39,6 +39,7 @@ class Confidence:
     exit_record_mass: float
     explained_peer_exit_factor: float
     stack_dump_mass: float
+    collective_disagreement_mass: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import replace
 
 from matcher.analysis import (
+    collectives,
     crossrank,
     exits,
     hostscope,
@@ -54,6 +55,7 @@ _CONTEXT_FACTS = ("nccl_version", "torch_version", "cuda_version", "driver_versi
 _TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")
 # Per-class facts and weights (application Xids, echoes, symptom order, ...) live in matcher/rules.toml.
 VERSION_CLASS = "config/version-mismatch"
+ASYMMETRIC = "timeout/asymmetric-collectives"
 # A bare ncclSystemError is read as a socket that cannot reach its peer; on one host (peers over loopback)
 # the shared-memory segment that did not fit /dev/shm is the likelier failed system call.
 # A retry timeout (status 12) right after init on RoCE devices, with no GID index chosen (or a different one
@@ -83,6 +85,8 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     split = versions.differing_versions(observations, rm) or versions.build_newer_than_driver(observations)
     # NCCL_* settings or network plugins that differ between hosts: each points at its own class.
     settings_split = versions.differing_settings(observations, rm)
+    # Processes whose COLL records name different collectives at one opCount issued different ones.
+    disagreeing = collectives.disagreement(observations, rm)
     if roots:
         for cls, obs in roots.items():
             masses[cls] = scoring.mass(obs, rm)
@@ -119,7 +123,7 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
                 support.setdefault(cls, []).extend(suggestions.evidence.get(cls, []))
             guessed.added.update({c: m for c, m in suggestions.masses.items() if c != UNKNOWN})
             priors.demote_unknown(masses)
-        elif not (split or settings_split) and priors.bare(
+        elif not (split or settings_split or disagreeing) and priors.bare(
             observations, table, fr.kind if fr is not None else None, rm
         ):
             # No line names a cause: what resolved threads of the same symptom context turned out to be.
@@ -128,6 +132,9 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     if split:
         masses[VERSION_CLASS] = masses.get(VERSION_CLASS, 0.0) + rules().confidence.version_mismatch_mass
         support.setdefault(VERSION_CLASS, []).extend(split)
+    if disagreeing:
+        masses[ASYMMETRIC] = masses.get(ASYMMETRIC, 0.0) + rules().confidence.collective_disagreement_mass
+        support.setdefault(ASYMMETRIC, []).extend(disagreeing)
     for cls, differing in settings_split.items():
         masses[cls] = masses.get(cls, 0.0) + rules().setting_mass
         support.setdefault(cls, []).extend(differing)

@@ -56,6 +56,7 @@ INT_FIELDS: frozenset[str] = frozenset(
         "other_rank",
         "task",
         "bytes",
+        "comm_ranks",
     }
 )
 

@@ -1,0 +1,75 @@
+"""Collectives that processes disagree on, from NCCL's COLL records (`NCCL_DEBUG_SUBSYS=COLL`).
+
+Every rank of a communicator enqueues the same collectives in the same order, so at one opCount its ranks
+name the same collective with the same element count. Two processes that name different ones there (one
+an AllReduce, the other an AllGather) issued different collectives: the application's own asymmetry, the
+reading NCCL's mismatch warnings point at when they ask for these records.
+
+Records compare only where they cannot come from different communicators or from a group call:
+- a process counts only when all its kept records name one communicator (a process's communicators are
+  told apart by their address, which other processes do not share, so with two of them there is no telling
+  which of a peer's records belongs to which), and all compared communicators have the same size;
+- an opCount counts only where each process has one record at it (a group call enqueues several
+  collectives under one opCount);
+- point-to-point records (Send, Recv) differ between the two ends by design and are left out.
+The scanner keeps the first records of each process (`scan.MAX_PER_WRITER`), so on a long log this sees
+how a run started, and on a pasted excerpt the lines pasted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from matcher.analysis.rankmap import RankMap, as_int
+from matcher.model import Observation
+
+SIGNATURE = "nccl-coll-record"
+POINT_TO_POINT = frozenset({"Send", "Recv", "SendRecv"})
+
+Process = tuple[object, ...]
+Call = tuple[str, int | None]  # (collective, element count)
+
+
+def _process(obs: Observation, ranks: RankMap) -> Process | None:
+    """What tells one process's records from another's: its rank, else its host and pid."""
+    rank = ranks.rank(obs)
+    if rank is not None:
+        return ("rank", rank)
+    host, pid = ranks.host(obs), obs.line.pid
+    if host is not None and pid is not None:
+        return ("process", host, pid)
+    return None
+
+
+def disagreement(observations: list[Observation], ranks: RankMap) -> list[Observation]:
+    """One record per distinct collective at the first opCount where processes name different ones,
+    else []."""
+    per_process: dict[Process, list[Observation]] = defaultdict(list)
+    for obs in observations:
+        if obs.signature == SIGNATURE and str(obs.fields.get("optype")) not in POINT_TO_POINT:
+            process = _process(obs, ranks)
+            if process is not None:
+                per_process[process].append(obs)
+    single = {
+        p: records for p, records in per_process.items() if len({r.fields.get("comm") for r in records}) == 1
+    }
+    if (
+        len(single) < 2
+        or len({as_int(records[0].fields.get("comm_ranks")) for records in single.values()}) != 1
+    ):
+        return []
+    at: dict[str, dict[Process, list[Observation]]] = defaultdict(lambda: defaultdict(list))
+    for process, records in single.items():
+        for obs in records:
+            at[str(obs.fields.get("op_count")).lower()][process].append(obs)
+    for op_count in sorted(at, key=lambda c: int(c, 16)):
+        alone = [records[0] for records in at[op_count].values() if len(records) == 1]
+        calls: dict[Call, Observation] = {}
+        for obs in alone:
+            calls.setdefault((str(obs.fields.get("optype")), as_int(obs.fields.get("numel_in"))), obs)
+        if len(alone) >= 2 and len(calls) > 1:
+            return list(calls.values())
+    return []
+
+
+__all__ = ["POINT_TO_POINT", "SIGNATURE", "disagreement"]

@@ -1,0 +1,103 @@
+"""NCCL's COLL records (NCCL_DEBUG_SUBSYS=COLL) compared across processes: two processes naming different
+collectives at one opCount of one communicator issued different collectives
+(timeout/asymmetric-collectives, matcher.analysis.collectives). Records that could come from different
+communicators or from one group call, and point-to-point records, prove nothing and change nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matcher.model import Diagnosis
+from tests.matcher.excerpts import class_ids, diagnose_text
+
+ASYMMETRIC = "timeout/asymmetric-collectives"
+
+
+def _record(pid: int, dev: int, op: str, op_count: int, count: int, comm: str, nranks: int = 4) -> str:
+    return (
+        f"node-a:{pid}:{pid} [{dev}] NCCL INFO {op}: opCount {op_count:x} sendbuff 0x7f5dd32b2100 "
+        f"recvbuff 0x7f5dd32b2100 count {count} datatype 7 op 0 root 0 comm {comm} [nranks={nranks}] "
+        f"stream 0x55bef0208bd0\n"
+    )
+
+
+def _comm(pid: int) -> str:
+    """The address of a process's one communicator (each process has its own)."""
+    return f"0x55be{pid:x}"
+
+
+def _same_start(pids: list[int]) -> str:
+    """Each process enqueues the same first collectives on its one communicator."""
+    lines = []
+    for op_count in (0x28A, 0x28B):
+        for dev, pid in enumerate(pids):
+            lines.append(_record(pid, dev, "AllReduce", op_count, 9984512, _comm(pid)))
+    return "".join(lines)
+
+
+def _asymmetric_evidence(diagnosis: Diagnosis) -> list[str]:
+    """The COLL records cited for timeout/asymmetric-collectives."""
+    found = next((c for c in diagnosis.diagnoses if c.class_id == ASYMMETRIC), None)
+    return [] if found is None else [e.text for e in found.evidence if e.signature == "nccl-coll-record"]
+
+
+def test_processes_naming_different_collectives_at_one_op_count_issued_different_ones(tmp_path: Path) -> None:
+    text = (
+        "AllGather / AllReduce hang\n"
+        + _same_start([45006, 45012])
+        + _record(45006, 0, "AllReduce", 0x28C, 9984512, _comm(45006))
+        + _record(45012, 1, "AllGather", 0x28C, 59205120, _comm(45012))
+    )
+    diagnosis = diagnose_text(tmp_path, text)
+    assert class_ids(diagnosis)[0] == ASYMMETRIC
+    assert diagnosis.culprit is None  # two processes, one each way: neither is the odd one out
+    shown = " ".join(_asymmetric_evidence(diagnosis))
+    assert "AllReduce: opCount 28c" in shown and "AllGather: opCount 28c" in shown
+
+
+def test_the_same_collective_with_a_different_count_is_a_disagreement_too(tmp_path: Path) -> None:
+    text = _record(7001, 0, "AllReduce", 0x5, 1024, "0x1111") + _record(
+        7002, 1, "AllReduce", 0x5, 2048, "0x2222"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == ASYMMETRIC
+
+
+def test_processes_that_agree_at_every_op_count_show_no_disagreement(tmp_path: Path) -> None:
+    text = "training hangs at step 100\n" + _same_start([45006, 45012, 45018])
+    assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
+
+
+def test_a_group_call_under_one_op_count_is_no_disagreement(tmp_path: Path) -> None:
+    # Process 45012 enqueued an AllGather and a ReduceScatter in one group (one opCount): its peers'
+    # records at that opCount cannot be matched to one of them.
+    text = (
+        _record(45006, 0, "AllGather", 0x9, 4096, "0x1111")
+        + _record(45006, 0, "ReduceScatter", 0x9, 4096, "0x1111")
+        + _record(45012, 1, "AllGather", 0x9, 4096, "0x2222")
+        + _record(45012, 1, "ReduceScatter", 0x9, 4096, "0x2222")
+        + _record(45018, 2, "ReduceScatter", 0x9, 4096, "0x3333")
+    )
+    assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
+
+
+def test_a_process_with_two_communicators_is_not_compared(tmp_path: Path) -> None:
+    # 45006 logs records of two communicators (say tensor- and data-parallel): which of them its opCount
+    # belongs to is unknown to the peer's records.
+    text = (
+        _record(45006, 0, "AllReduce", 0x3, 1024, "0x1111")
+        + _record(45006, 0, "AllGather", 0x4, 1024, "0x1112")
+        + _record(45012, 1, "AllGather", 0x3, 1024, "0x2222")
+    )
+    assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
+
+
+def test_communicators_of_different_sizes_are_not_compared(tmp_path: Path) -> None:
+    text = _record(7001, 0, "AllReduce", 0x5, 1024, "0x1111", nranks=8) + _record(
+        7002, 1, "AllGather", 0x5, 1024, "0x2222", nranks=2
+    )
+    assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
+
+
+def test_send_and_recv_records_differ_by_design(tmp_path: Path) -> None:
+    text = _record(7001, 0, "Send", 0x5, 1024, "0x1111") + _record(7002, 1, "Recv", 0x5, 1024, "0x2222")
+    assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
