@@ -12,8 +12,9 @@ Records compare only where they cannot come from different communicators or from
 - an opCount counts only where each process has one record at it (a group call enqueues several
   collectives under one opCount);
 - point-to-point records (Send, Recv) differ between the two ends by design and are left out.
-The scanner keeps the first records of each process (`scan.MAX_PER_WRITER`), so on a long log this sees
-how a run started, and on a pasted excerpt the lines pasted.
+The records are a tail signature (`read = "tail"`): the scanner reads the last ones of each process from
+the end of each source (`source_scan.TAIL_BYTES`), where a hang leaves them, and never looks for them
+elsewhere, so a log full of them costs the scan nothing.
 """
 
 from __future__ import annotations

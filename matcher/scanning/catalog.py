@@ -77,8 +77,14 @@ _KEYS: frozenset[str] = frozenset(
         "match",
         "no_match",
         "expect",
+        "read",
     }
 )
+# How the scanner looks for a signature: "scan", on every line its keywords occur in; "tail", only in the
+# last TAIL_BYTES of each source (matcher.scanning.source_scan), for records printed on every step whose
+# last values are what counts (NCCL's COLL records: which collective each process reached last). A tail
+# signature's keywords never enter the prefilter, so a log full of them costs the scan nothing.
+READS: frozenset[str] = frozenset({"scan", "tail"})
 
 
 class CatalogError(InputError):
@@ -103,6 +109,7 @@ class Signature:
     match: tuple[str, ...] = ()
     no_match: tuple[str, ...] = ()
     expect: Mapping[str, str] = field(default_factory=dict)
+    read: str = "scan"
 
     @property
     def pattern(self) -> regex.Pattern[str]:
@@ -307,6 +314,12 @@ def _build(file: str, index: int, table: Any) -> Signature:
     if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_AFTER:
         raise fail(f"after must be an integer in [0, {MAX_AFTER}]")
 
+    read = table.get("read", "scan")
+    if read not in READS:
+        raise fail(f"read must be one of {sorted(READS)}")
+    if read == "tail" and (role != "context" or after or caseless):
+        raise fail('read = "tail" is for single-line, case-sensitive context signatures')
+
     description = table.get("description", "")
     if not isinstance(description, str) or not description.strip():
         raise fail("description must be a non-empty string")
@@ -364,6 +377,7 @@ def _build(file: str, index: int, table: Any) -> Signature:
         match=tuple(match),
         no_match=tuple(no_match),
         expect={k: str(v) for k, v in expect.items()},
+        read=read,
     )
 
 

@@ -62,9 +62,12 @@ class _Keyword:
 
 
 def _keywords(catalog: Catalog) -> list[_Keyword]:
-    """De-duplicated keywords, each pointing at every signature that declares it."""
+    """De-duplicated keywords, each pointing at every signature that declares it (tail signatures are
+    read from each source's end, never looked for by the scan: see catalog.READS)."""
     owners: dict[tuple[bytes, bool], list[int]] = defaultdict(list)
     for index, signature in enumerate(catalog.signatures):
+        if signature.read != "scan":
+            continue
         for keyword in signature.keywords:
             text = keyword.encode()
             key = (text.lower(), True) if signature.caseless else (text, False)

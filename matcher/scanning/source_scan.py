@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,6 +54,13 @@ CONTEXT_LINES_PER_HEAD = 256
 SLICE_BYTES = 64 * 1024
 # Bytes at each end of a source that its content digest covers (see SourceSummary.content_digest).
 DIGEST_EDGE_BYTES = 64 * 1024
+# Tail signatures (catalog.READS) are read from the last TAIL_BYTES of each source, from the end back:
+# at most TAIL_PER_HEAD lines per line head (see CONTEXT_LINES_PER_HEAD) are parsed, and the search stops
+# after TAIL_FULL_LINES lines in a row whose head is full, so a per-rank file costs a few parses (the
+# last few collectives of each process are what a comparison across processes needs).
+TAIL_BYTES = 64 * 1024
+TAIL_PER_HEAD = 4
+TAIL_FULL_LINES = 64
 
 
 def match_all(
@@ -143,6 +150,7 @@ class _Roles:
     context: frozenset[int]  # catalog indices of the context signatures
     index: dict[str, int]  # signature id -> catalog index
     entries: tuple[_Entry, ...]  # by catalog index
+    tail: tuple[_Entry, ...]  # the signatures read from each source's end (catalog.READS)
 
 
 _recent_roles: list[tuple[Catalog, _Roles]] = []
@@ -159,6 +167,7 @@ def _roles(catalog: Catalog) -> _Roles:
         context=frozenset(i for i, s in enumerate(signatures) if s.role == "context"),
         index={s.id: i for i, s in enumerate(signatures)},
         entries=tuple(_Entry(s, i) for i, s in enumerate(signatures)),
+        tail=tuple(_Entry(s, i) for i, s in enumerate(signatures) if s.read == "tail"),
     )
     _recent_roles.append((catalog, roles))
     del _recent_roles[:-4]
@@ -185,6 +194,8 @@ class Seed:
     kept_total: Counter[str]
     offered: Counter[tuple[int, bytes]]
     flood: FloodControl
+    # Tail signatures: read from the source's end whatever the seed (see settles).
+    tail: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -475,8 +486,9 @@ class _SourceScan:
                 self.budget.spend(entry.signature.id)
         return kept
 
-    def finish(self, prefilter: Prefilter, following: bytes = b"") -> Piece:
-        """The piece scanned; `following` holds the lines after a span, for records still missing lines."""
+    def finish(self, prefilter: Prefilter, following: bytes = b"", at_end: bool = True) -> Piece:
+        """The piece scanned; `following` holds the lines after a span, for records still missing lines;
+        `at_end`: the piece ends its source, whose tail signatures are read then."""
         for block in self.small or ():
             self._rejoin(block, prefilter)
             self._rejoin_wraps(block, prefilter)
@@ -484,6 +496,8 @@ class _SourceScan:
         tail = b""
         if self.last is not None:
             tail = self.last.data[-DIGEST_EDGE_BYTES:]
+            if at_end:
+                self._read_tail(self.last)
             self.last = None
         if self.pending and following:
             self._finish_pending(following, self.lines + 1)
@@ -508,8 +522,45 @@ class _SourceScan:
             context_seen=self.context_seen,
         )
 
+    def _read_tail(self, block: read.Block) -> None:
+        """The tail signatures' last records: lines of the block's last TAIL_BYTES holding a keyword,
+        from the end back, the last TAIL_PER_HEAD of each line head."""
+        entries = _roles(self.catalog).tail
+        if not entries:
+            return
+        data = block.data
+        floor = max(0, len(data) - TAIL_BYTES)
+        floor = data.find(b"\n", floor - 1) + 1 if floor else 0
+        for entry in entries:
+            per_head: Counter[bytes] = Counter()
+            full_in_a_row = 0
+            later, newlines_after = len(data), 0  # the last line looked at, and the newlines from it on
+            for start in _lines_from_the_end(data, entry.signature.keywords, floor):
+                newlines_after += data.count(b"\n", start, later)
+                later = start
+                head = b" ".join(data[start : start + 160].split(b" ", 3)[:3])
+                if per_head[head] >= TAIL_PER_HEAD:
+                    full_in_a_row += 1
+                    if full_in_a_row >= TAIL_FULL_LINES:
+                        break
+                    continue
+                full_in_a_row = 0
+                per_head[head] += 1
+                stop = data.find(b"\n", start)
+                lineno = block.first_lineno + block.lines - newlines_after
+                record = _Record.parse(data[start : len(data) if stop < 0 else stop], self.source, lineno)
+                found = _matches(entry.signature, record, [], self.budget)
+                if found:
+                    self._keep(entry, found)
+
     def seed(self) -> Seed:
-        return Seed(Counter(self.kept), Counter(self.kept_total), Counter(self.offered), replace(self.flood))
+        return Seed(
+            Counter(self.kept),
+            Counter(self.kept_total),
+            Counter(self.offered),
+            replace(self.flood),
+            frozenset(e.signature.id for e in _roles(self.catalog).tail),
+        )
 
     def plant(self, seed: Seed) -> None:
         self.kept, self.kept_total, self.offered = (
@@ -598,13 +649,14 @@ def settles(seed: Seed, guess: Piece) -> bool:
     seed samples the same lines as long as none of them says something new to the seed, so it is the
     same run when the seed ended sampling and every context observation of the guess belongs to a
     writer the seed already has in full (what else differs, the caps, is applied again at the merge);
-    and when the span holds no context line at all, however the seed ended."""
+    and when the span holds no context line at all, however the seed ended. Tail signatures are read
+    from the source's end alike in every mode."""
     if not guess.context_seen:  # no context line at all in the span: every mode reads it alike
         return True
     if not seed.flood.sampling:
         return False
     for obs in guess.observations:
-        if obs.role != "context":
+        if obs.role != "context" or obs.signature in seed.tail:
             continue
         full = seed.kept[writer_of(obs.signature, obs.line, obs.fields)] >= MAX_PER_WRITER
         if not full and seed.kept_total[obs.signature] < MAX_PER_SOURCE:
@@ -694,6 +746,18 @@ class _Cursor:
         return self.lineno
 
 
+def _lines_from_the_end(data: bytes, keywords: tuple[str, ...], floor: int) -> Iterator[int]:
+    """Where the lines of data[floor:] (`floor` a line start) that hold a keyword start, the last first."""
+    words = [k.encode() for k in keywords]
+    end = len(data)
+    while True:
+        at = max(data.rfind(word, floor, end) for word in words)
+        if at < 0:
+            return
+        end = data.rfind(b"\n", floor, at) + 1 or floor
+        yield end
+
+
 def _line_end(data: bytes, position: int) -> int:
     """Where the line holding data[position] ends, past its newline (len(data) past the end)."""
     if position >= len(data):
@@ -752,7 +816,7 @@ def scan_piece(
     if span is not None and span.end is not None and state.pending:
         wanted = max(pending.missing for pending in state.pending)
         following = read.read_lines_after(source, span.end, wanted, limits)
-    piece = state.finish(prefilter, following)
+    piece = state.finish(prefilter, following, at_end=span is None or span.end is None)
     if give_seed:
         piece.seed = state.seed()
     # What the merge needs of the edges, no more (pieces of a thousand files wait in memory there): a

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from matcher.model import Diagnosis
+from matcher.pipeline import diagnose
+from matcher.scanning import scan as scan_module
 from tests.matcher.excerpts import class_ids, diagnose_text
 
 ASYMMETRIC = "timeout/asymmetric-collectives"
@@ -101,3 +105,64 @@ def test_communicators_of_different_sizes_are_not_compared(tmp_path: Path) -> No
 def test_send_and_recv_records_differ_by_design(tmp_path: Path) -> None:
     text = _record(7001, 0, "Send", 0x5, 1024, "0x1111") + _record(7002, 1, "Recv", 0x5, 1024, "0x2222")
     assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
+
+
+def _long_run(pids: list[int], steps: int, last: dict[int, str]) -> str:
+    """`steps` agreeing AllReduce records per process, interleaved, then one more per process: the
+    collective `last` names for it."""
+    lines = [
+        _record(pid, dev, "AllReduce", step, 9984512, _comm(pid))
+        for step in range(steps)
+        for dev, pid in enumerate(pids)
+    ]
+    lines += [_record(pid, dev, last[pid], steps, 9984512, _comm(pid)) for dev, pid in enumerate(pids)]
+    return "".join(lines)
+
+
+def test_the_last_records_of_a_long_log_are_the_ones_compared(tmp_path: Path) -> None:
+    # Hundreds of records per process before the hang: the scan never looks at them (tail signature),
+    # and the last ones, where the processes parted, are read from the file's end.
+    pids = [45006, 45012, 45018, 45024]
+    text = _long_run(
+        pids, 400, {45006: "AllReduce", 45012: "AllReduce", 45018: "AllGather", 45024: "AllReduce"}
+    )
+    assert len(text) > 256 * 1024
+    paste = "training hangs after step 400\n" + text
+    diagnosis = diagnose_text(tmp_path, paste)
+    assert class_ids(diagnosis)[0] == ASYMMETRIC
+    cited = next(c for c in diagnosis.diagnoses if c.class_id == ASYMMETRIC).evidence
+    where = {e.line: e.text for e in cited if e.signature == "nccl-coll-record"}
+    lines = paste.splitlines()
+    assert any("AllGather: opCount 190" in text for text in where.values())
+    assert all(lines[number - 1] in text or text in lines[number - 1] for number, text in where.items())
+
+
+def test_each_rank_files_last_records_are_compared_across_the_files(tmp_path: Path) -> None:
+    bundle = tmp_path / "logs"
+    bundle.mkdir()
+    text = _long_run([7001, 7002], 300, {7001: "AllReduce", 7002: "Broadcast"})
+    for pid in (7001, 7002):
+        (bundle / f"rank{pid - 7001}.log").write_text(
+            "".join(line + "\n" for line in text.splitlines() if f":{pid}:" in line)
+        )
+    diagnosis = diagnose([str(bundle)]).diagnosis
+    assert class_ids(diagnosis)[0] == ASYMMETRIC
+
+
+def test_a_file_scanned_in_spans_by_workers_reads_its_tail_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "train.log"
+    path.write_text(_long_run([45006, 45012], 6000, {45006: "AllReduce", 45012: "ReduceScatter"}))
+    monkeypatch.setenv("NCCLBOT_WORKERS", "2")
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan_module, "FIRST_SPAN_BYTES", 256 * 1024)
+    monkeypatch.setattr(scan_module, "SPAN_BYTES", 384 * 1024)
+    assert path.stat().st_size > 3 * 384 * 1024  # several spans
+    diagnosis = diagnose([str(path)]).diagnosis
+    assert class_ids(diagnosis)[0] == ASYMMETRIC
+    records = [e for c in diagnosis.diagnoses for e in c.evidence if e.signature == "nccl-coll-record"]
+    assert sorted(e.text.split(": opCount")[0].rsplit(" ", 1)[1] for e in records) == [
+        "AllReduce",
+        "ReduceScatter",
+    ]
