@@ -270,6 +270,7 @@ class _SourceScan:
     ranks: set[int] = field(default_factory=set)
     pending: list[_Pending] = field(default_factory=list)
     last: read.Block | None = None
+    before_last: read.Block | None = None  # kept for the tail signatures (see _read_tail)
     offered: Counter[tuple[int, bytes]] = field(default_factory=Counter)
     head: bytes | None = None
     read_bytes: int = 0
@@ -303,6 +304,10 @@ class _SourceScan:
             if self.tick is not None and position < len(data):
                 self.tick()
         self.lines += block.lines
+        if len(block.data) < TAIL_BYTES and self.last is not None and _roles(self.catalog).tail:
+            self.before_last = self.last  # a short last block: the source's tail reaches into this one
+        else:
+            self.before_last = None
         self.last = block
         if self.small is not None:  # re-joined at the end, once the source is known to be small
             self.small = [*self.small, block] if self.size <= rejoin.MAX_SOURCE_BYTES else None
@@ -496,9 +501,9 @@ class _SourceScan:
         tail = b""
         if self.last is not None:
             tail = self.last.data[-DIGEST_EDGE_BYTES:]
-            if at_end:
-                self._read_tail(self.last)
-            self.last = None
+            if at_end and _roles(self.catalog).tail:
+                self._read_tail([self.last] if self.before_last is None else [self.last, self.before_last])
+            self.last = self.before_last = None
         if self.pending and following:
             self._finish_pending(following, self.lines + 1)
         for pending in self.pending:
@@ -522,22 +527,16 @@ class _SourceScan:
             context_seen=self.context_seen,
         )
 
-    def _read_tail(self, block: read.Block) -> None:
-        """The tail signatures' last records: lines of the block's last TAIL_BYTES holding a keyword,
-        from the end back, the last TAIL_PER_HEAD of each line head."""
+    def _read_tail(self, blocks: list[read.Block]) -> None:
+        """The tail signatures' last records: lines of the source's last TAIL_BYTES (`blocks`: its last
+        block and, when that one is shorter, the one before) holding a keyword, from the end back, the
+        last TAIL_PER_HEAD of each line head."""
         entries = _roles(self.catalog).tail
-        if not entries:
-            return
-        data = block.data
-        floor = max(0, len(data) - TAIL_BYTES)
-        floor = data.find(b"\n", floor - 1) + 1 if floor else 0
         for entry in entries:
             per_head: Counter[bytes] = Counter()
             full_in_a_row = 0
-            later, newlines_after = len(data), 0  # the last line looked at, and the newlines from it on
-            for start in _lines_from_the_end(data, entry.signature.keywords, floor):
-                newlines_after += data.count(b"\n", start, later)
-                later = start
+            for block, start, lineno in _tail_lines(blocks, entry.signature.keywords):
+                data = block.data
                 head = b" ".join(data[start : start + 160].split(b" ", 3)[:3])
                 if per_head[head] >= TAIL_PER_HEAD:
                     full_in_a_row += 1
@@ -547,7 +546,6 @@ class _SourceScan:
                 full_in_a_row = 0
                 per_head[head] += 1
                 stop = data.find(b"\n", start)
-                lineno = block.first_lineno + block.lines - newlines_after
                 record = _Record.parse(data[start : len(data) if stop < 0 else stop], self.source, lineno)
                 found = _matches(entry.signature, record, [], self.budget)
                 if found:
@@ -746,16 +744,27 @@ class _Cursor:
         return self.lineno
 
 
-def _lines_from_the_end(data: bytes, keywords: tuple[str, ...], floor: int) -> Iterator[int]:
-    """Where the lines of data[floor:] (`floor` a line start) that hold a keyword start, the last first."""
+def _tail_lines(blocks: list[read.Block], keywords: tuple[str, ...]) -> Iterator[tuple[read.Block, int, int]]:
+    """(block, line start, line number) of the lines holding a keyword in the last TAIL_BYTES of
+    `blocks` (newest first; blocks end at line ends), the last first."""
     words = [k.encode() for k in keywords]
-    end = len(data)
-    while True:
-        at = max(data.rfind(word, floor, end) for word in words)
-        if at < 0:
+    left = TAIL_BYTES
+    for block in blocks:
+        data = block.data
+        floor = max(0, len(data) - left)
+        floor = data.find(b"\n", floor - 1) + 1 if floor else 0
+        left -= len(data) - floor
+        end, newlines_after = len(data), 0  # the last line start found, and the newlines from it on
+        while True:
+            at = max(data.rfind(word, floor, end) for word in words)
+            if at < 0:
+                break
+            start = data.rfind(b"\n", floor, at) + 1 or floor
+            newlines_after += data.count(b"\n", start, end)
+            end = start
+            yield block, start, block.first_lineno + block.lines - newlines_after
+        if left <= 0:
             return
-        end = data.rfind(b"\n", floor, at) + 1 or floor
-        yield end
 
 
 def _line_end(data: bytes, position: int) -> int:

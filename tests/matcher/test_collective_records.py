@@ -11,6 +11,7 @@ import pytest
 
 from matcher.model import Diagnosis
 from matcher.pipeline import diagnose
+from matcher.reading.read import ReadLimits, iter_blocks, iter_sources
 from matcher.scanning import scan as scan_module
 from tests.matcher.excerpts import class_ids, diagnose_text
 
@@ -166,3 +167,23 @@ def test_a_file_scanned_in_spans_by_workers_reads_its_tail_once(
         "AllReduce",
         "ReduceScatter",
     ]
+
+
+def test_a_short_last_block_leaves_the_tail_in_the_block_before(tmp_path: Path) -> None:
+    # Files are read in blocks of whole lines; the last one holds what is left, here one short line, so
+    # the records the tail is read for lie in the block before it.
+    limits = ReadLimits(block_bytes=64 * 1024)
+    path = tmp_path / "train.log"
+    records = _long_run([7001, 7002], 150, {7001: "AllReduce", 7002: "AllGather"})
+    assert len(records) < limits.block_bytes
+    for padding in range(0, limits.block_bytes - len(records), 16):  # until the cut falls before the end
+        path.write_text(records + "x" * padding + "\nwatchdog: the job hangs\n")
+        blocks = list(iter_blocks(next(iter_sources([str(path)], limits)), limits))
+        if len(blocks) > 1 and len(blocks[-1].data) < 100:
+            break
+    assert len(blocks) > 1 and len(blocks[-1].data) < 100
+    diagnosis = diagnose([str(path)], limits=limits).diagnosis
+    assert class_ids(diagnosis)[0] == ASYMMETRIC
+    lines = path.read_text().splitlines()
+    cited = [e for c in diagnosis.diagnoses for e in c.evidence if e.signature == "nccl-coll-record"]
+    assert cited and all(lines[e.line - 1].startswith(e.text[:60]) for e in cited)
