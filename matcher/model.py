@@ -80,6 +80,7 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
         "op_count",  # NCCL's opCount of a collective on its communicator (hexadecimal, as printed)
         "comm",  # an NCCL communicator's address in its process (tells one process's communicators apart)
         "comm_ranks",  # ... and its size ([nranks=N]; not the job's world size)
+        "comm_id",  # an NCCL communicator's id (commId: the same in all its processes)
     }
 )
 

@@ -103,6 +103,35 @@ def test_communicators_of_different_sizes_are_not_compared(tmp_path: Path) -> No
     assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
 
 
+def _init(pid: int, dev: int, rank: int, comm: str, comm_id: str, nranks: int = 4) -> str:
+    """NCCL 2.18+'s init line: the communicator's address in this process and its id in all of them."""
+    return (
+        f"node-a:{pid}:{pid + 90} [{dev}] NCCL INFO ncclCommInitRank comm {comm} rank {rank} nranks {nranks} "
+        f"cudaDev {dev} nvmlDev {dev} busId {dev + 1}b000 commId {comm_id} - Init COMPLETE\n"
+    )
+
+
+def test_communicators_of_one_size_that_init_lines_tell_apart_are_not_compared(tmp_path: Path) -> None:
+    # A tensor- and a data-parallel group of four: each process's last records are on another one.
+    text = (
+        _init(7001, 0, 0, "0x1111", "0x8a1f2e3d4c5b6a79")
+        + _init(7002, 1, 0, "0x2222", "0x19c4d0e77f3a2b10")
+        + _record(7001, 0, "AllReduce", 0x5, 1024, "0x1111")
+        + _record(7002, 1, "ReduceScatter", 0x5, 1024, "0x2222")
+    )
+    assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
+
+
+def test_processes_of_one_communicator_by_its_id_are_compared(tmp_path: Path) -> None:
+    text = (
+        _init(7001, 0, 0, "0x1111", "0x8a1f2e3d4c5b6a79")
+        + _init(7002, 1, 1, "0x2222", "0x8a1f2e3d4c5b6a79")
+        + _record(7001, 0, "AllReduce", 0x5, 1024, "0x1111")
+        + _record(7002, 1, "ReduceScatter", 0x5, 1024, "0x2222")
+    )
+    assert len(_asymmetric_evidence(diagnose_text(tmp_path, text))) == 2
+
+
 def test_send_and_recv_records_differ_by_design(tmp_path: Path) -> None:
     text = _record(7001, 0, "Send", 0x5, 1024, "0x1111") + _record(7002, 1, "Recv", 0x5, 1024, "0x2222")
     assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
