@@ -35,7 +35,7 @@ from matcher.analysis import (
 from matcher.analysis.crossrank import TableVerdict
 from matcher.analysis.culprit import decide
 from matcher.analysis.rankmap import RankMap, build_rank_map
-from matcher.analysis.timeouts import RANK0, infer
+from matcher.analysis.timeouts import ASYMMETRIC, RANK0, infer
 from matcher.model import (
     KNOWN_FIELDS,
     ClassScore,
@@ -55,7 +55,6 @@ _CONTEXT_FACTS = ("nccl_version", "torch_version", "cuda_version", "driver_versi
 _TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")
 # Per-class facts and weights (application Xids, echoes, symptom order, ...) live in matcher/rules.toml.
 VERSION_CLASS = "config/version-mismatch"
-ASYMMETRIC = "timeout/asymmetric-collectives"
 # A bare ncclSystemError is read as a socket that cannot reach its peer; on one host (peers over loopback)
 # the shared-memory segment that did not fit /dev/shm is the likelier failed system call.
 # A retry timeout (status 12) right after init on RoCE devices, with no GID index chosen (or a different one

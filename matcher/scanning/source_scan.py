@@ -280,11 +280,13 @@ class _SourceScan:
 
     fresh: set[int] = field(default_factory=set)  # signatures that kept an observation on this line
     entries: tuple[_Entry, ...] = field(init=False)  # by catalog index
+    tail: tuple[_Entry, ...] = field(init=False)  # the signatures read from the source's end
     tick: Callable[[], None] | None = None  # called between the regions of a block (see scan_piece)
 
     def __post_init__(self) -> None:
         roles = _roles(self.catalog)
         self.entries = roles.entries
+        self.tail = roles.tail
         self.flood = FloodControl(roles.context)
 
     def block(self, block: read.Block, prefilter: Prefilter) -> None:
@@ -304,7 +306,7 @@ class _SourceScan:
             if self.tick is not None and position < len(data):
                 self.tick()
         self.lines += block.lines
-        if len(block.data) < TAIL_BYTES and self.last is not None and _roles(self.catalog).tail:
+        if len(block.data) < TAIL_BYTES and self.last is not None and self.tail:
             self.before_last = self.last  # a short last block: the source's tail reaches into this one
         else:
             self.before_last = None
@@ -368,17 +370,9 @@ class _SourceScan:
     def _worth_parsing(self, data: bytes, start: int, signatures: list[int]) -> list[int]:
         """The candidate signatures still worth a parse of this line (see CONTEXT_LINES_PER_HEAD);
         called for lines with a context signature (root and cascade lines are always parsed)."""
-        # The head is the first three tokens: NCCL's `host:pid:tid [dev] NCCL` is the same on every line
-        # of one process, while heads that start with a clock (syslog, glog) change every second.
-        limit = start + 160
-        end = data.find(b" ", start + 1, limit)
-        if end >= 0:
-            end = data.find(b" ", end + 1, limit)
-        if end >= 0:
-            end = data.find(b" ", end + 1, limit)
-        if end < 0:  # no head: every signature is worth it
+        head = _line_head(data, start)
+        if head is None:  # no head: every signature is worth it
             return signatures
-        head = data[start:end]
         active = []
         context, offered = self.flood.context, self.offered
         for index in signatures:
@@ -501,7 +495,7 @@ class _SourceScan:
         tail = b""
         if self.last is not None:
             tail = self.last.data[-DIGEST_EDGE_BYTES:]
-            if at_end and _roles(self.catalog).tail:
+            if at_end and self.tail:
                 self._read_tail([self.last] if self.before_last is None else [self.last, self.before_last])
             self.last = self.before_last = None
         if self.pending and following:
@@ -531,13 +525,12 @@ class _SourceScan:
         """The tail signatures' last records: lines of the source's last TAIL_BYTES (`blocks`: its last
         block and, when that one is shorter, the one before) holding a keyword, from the end back, the
         last TAIL_PER_HEAD of each line head."""
-        entries = _roles(self.catalog).tail
-        for entry in entries:
+        for entry in self.tail:
             per_head: Counter[bytes] = Counter()
             full_in_a_row = 0
             for block, start, lineno in _tail_lines(blocks, entry.signature.keywords):
                 data = block.data
-                head = b" ".join(data[start : start + 160].split(b" ", 3)[:3])
+                head = _line_head(data, start) or data[start : start + 160]
                 if per_head[head] >= TAIL_PER_HEAD:
                     full_in_a_row += 1
                     if full_in_a_row >= TAIL_FULL_LINES:
@@ -557,7 +550,7 @@ class _SourceScan:
             Counter(self.kept_total),
             Counter(self.offered),
             replace(self.flood),
-            frozenset(e.signature.id for e in _roles(self.catalog).tail),
+            frozenset(e.signature.id for e in self.tail),
         )
 
     def plant(self, seed: Seed) -> None:
@@ -765,6 +758,19 @@ def _tail_lines(blocks: list[read.Block], keywords: tuple[str, ...]) -> Iterator
             yield block, start, block.first_lineno + block.lines - newlines_after
         if left <= 0:
             return
+
+
+def _line_head(data: bytes, start: int) -> bytes | None:
+    """The first three tokens of the line at `start` (within its first 160 bytes), None when it has
+    fewer: NCCL's `host:pid:tid [dev] NCCL` is the same on every line of one process, while heads that
+    start with a clock (syslog, glog) change every second."""
+    limit = start + 160
+    end = data.find(b" ", start + 1, limit)
+    if end >= 0:
+        end = data.find(b" ", end + 1, limit)
+    if end >= 0:
+        end = data.find(b" ", end + 1, limit)
+    return None if end < 0 else data[start:end]
 
 
 def _line_end(data: bytes, position: int) -> int:

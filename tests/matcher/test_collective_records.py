@@ -111,25 +111,26 @@ def _init(pid: int, dev: int, rank: int, comm: str, comm_id: str, nranks: int = 
     )
 
 
-def test_communicators_of_one_size_that_init_lines_tell_apart_are_not_compared(tmp_path: Path) -> None:
-    # A tensor- and a data-parallel group of four: each process's last records are on another one.
+@pytest.mark.parametrize(
+    ("second_rank", "second_id", "cited"),
+    [
+        # A tensor- and a data-parallel group of four, each process rank 0 in its own: its last records
+        # are on another communicator than the peer's.
+        (0, "0x19c4d0e77f3a2b10", 0),
+        (1, "0x8a1f2e3d4c5b6a79", 2),  # one communicator: both records cited
+    ],
+    ids=["two-groups-of-one-size", "one-communicator"],
+)
+def test_init_lines_commid_decides_whether_processes_of_one_size_are_compared(
+    tmp_path: Path, second_rank: int, second_id: str, cited: int
+) -> None:
     text = (
         _init(7001, 0, 0, "0x1111", "0x8a1f2e3d4c5b6a79")
-        + _init(7002, 1, 0, "0x2222", "0x19c4d0e77f3a2b10")
+        + _init(7002, 1, second_rank, "0x2222", second_id)
         + _record(7001, 0, "AllReduce", 0x5, 1024, "0x1111")
         + _record(7002, 1, "ReduceScatter", 0x5, 1024, "0x2222")
     )
-    assert _asymmetric_evidence(diagnose_text(tmp_path, text)) == []
-
-
-def test_processes_of_one_communicator_by_its_id_are_compared(tmp_path: Path) -> None:
-    text = (
-        _init(7001, 0, 0, "0x1111", "0x8a1f2e3d4c5b6a79")
-        + _init(7002, 1, 1, "0x2222", "0x8a1f2e3d4c5b6a79")
-        + _record(7001, 0, "AllReduce", 0x5, 1024, "0x1111")
-        + _record(7002, 1, "ReduceScatter", 0x5, 1024, "0x2222")
-    )
-    assert len(_asymmetric_evidence(diagnose_text(tmp_path, text))) == 2
+    assert len(_asymmetric_evidence(diagnose_text(tmp_path, text))) == cited
 
 
 def test_send_and_recv_records_differ_by_design(tmp_path: Path) -> None:
