@@ -50,12 +50,15 @@ class Rules:
     symptom_order: tuple[str, ...]
     never_named: frozenset[str]
     reporter_is_not_culprit: frozenset[str]
+    waiting_reporters: frozenset[str]  # signature ids whose rank waited for the culprit
     collateral_exit_codes: frozenset[int]
     signal_classes: dict[str, str]  # SIGKILL -> system/host-oom
     signal_numbers: dict[str, int]  # SIGKILL -> 9
     signal_aliases: dict[str, str]  # "Segmentation fault" -> SIGSEGV
     exit_records: frozenset[str]  # signature ids of launcher exit records
     first_observed: frozenset[str]  # ... of those that name the first failure
+    teardown_classes: frozenset[str]  # root classes that echo a worker's death when written after it
+    teardown_symptom: str
     cascade_exceptions: frozenset[str]
     phrases: dict[str, str]
     setting_classes: dict[str, str]  # NCCL_* name (without NCCL_) -> class when it differs across hosts
@@ -110,6 +113,8 @@ def parse_rules(document: dict[str, Any]) -> Rules:
     _classes(list(phrases), "phrases")
     settings = document["settings"]
     _classes([*settings["classes"].values(), settings["default_class"]], "settings")
+    if exits["teardown_symptom"] not in document["symptoms"]["order"]:
+        raise ValueError(f"{RULES_FILE.name}: exits.teardown_symptom is not a symptom of symptoms.order")
     return Rules(
         confidence=Confidence(**document["confidence"]),
         xid_kinds=xid_kinds,
@@ -119,12 +124,15 @@ def parse_rules(document: dict[str, Any]) -> Rules:
         reporter_is_not_culprit=_classes(
             culprits["reporter_is_not_culprit"], "culprits.reporter_is_not_culprit"
         ),
+        waiting_reporters=frozenset(culprits["waiting_reporters"]),
         collateral_exit_codes=frozenset(int(c) for c in culprits["collateral_exit_codes"]),
         signal_classes=dict(exits["signal_classes"]),
         signal_numbers={k: int(v) for k, v in exits["signal_numbers"].items()},
         signal_aliases=dict(exits["signal_aliases"]),
         exit_records=frozenset(exits["records"]),
         first_observed=frozenset(exits["first_observed"]),
+        teardown_classes=_classes(exits["teardown_classes"], "exits.teardown_classes"),
+        teardown_symptom=str(exits["teardown_symptom"]),
         cascade_exceptions=frozenset(document["exceptions"]["cascade_types"]),
         phrases=phrases,
         setting_classes=dict(settings["classes"]),

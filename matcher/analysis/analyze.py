@@ -71,6 +71,7 @@ ROCE_LINK = "RoCE"  # the link layer NCCL prints after an IB device it uses
 def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
     observations = list(scan.observations)
     rm = build_rank_map(observations, scan.sources)
+    observations = _teardown_as_cascade(observations, rm)
     roots = scoring.by_class(observations, "root")
     cascades = [o for o in observations if o.role == "cascade"]
     table = crossrank.judge(observations, rm)
@@ -162,6 +163,17 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         facts=facts,
         no_culprit_reason=decision.no_culprit_reason,
     )
+
+
+def _teardown_as_cascade(observations: list[Observation], rm: RankMap) -> list[Observation]:
+    """Rendezvous failures written while the job was torn down after a worker's death echo that death."""
+    echoes = exits.teardown_echoes(observations, rm)
+    if not echoes:
+        return observations
+    symptom = rules().teardown_symptom
+    return [
+        replace(o, role="cascade", symptom=symptom) if i in echoes else o for i, o in enumerate(observations)
+    ]
 
 
 def _recorded_death(

@@ -19,7 +19,7 @@ from matcher.analysis.addresses import is_placeholder_host
 from matcher.analysis.crossrank import TableVerdict, lone_symmetric_report
 from matcher.analysis.rankmap import RankMap, as_int
 from matcher.analysis.stacks import StackFinding
-from matcher.analysis.timeouts import MISSING_RANK, RANK0
+from matcher.analysis.timeouts import COLLECTIVE_TIMEOUT, MISSING_RANK, RANK0
 from matcher.model import Culprit, FRFinding, Observation
 from matcher.rules import rules
 from matcher.taxonomy import title
@@ -153,6 +153,15 @@ def _decide(
         store_host = _from_rendezvous_peer(root_obs)
         if store_host is not None:
             return store_host
+    waited = [o for o in root_obs if o.signature in rules().waiting_reporters]
+    if waited and len(waited) == len(root_obs):
+        # Every root line was written by a rank that waited: it names no culprit, other evidence may.
+        decision = _decide(primary, [], cascades, observations, table, fr, rm, rank0_clue, stack)
+        if decision.culprit is not None:
+            return decision
+        return CulpritDecision(
+            None, "the ranks that report the barrier timeout only waited there; no line names who never came"
+        )
     if root_obs:
         decision = _from_root_lines(primary, root_obs, cascades, table, fr, rm)
         if decision.culprit is not None:
@@ -174,6 +183,7 @@ def _decide(
         _from_stacks(stack, primary, rm)
         or _from_fr_or_table(fr, table, rm)
         or _from_missing_rank_reports(cascades, rm)
+        or _from_silent_rank(cascades, observations, rm)
     )
     if evidence_based:
         return evidence_based
@@ -351,6 +361,31 @@ def _from_missing_rank_reports(cascades: list[Observation], rm: RankMap) -> Culp
     return CulpritDecision(Culprit(ranks, _hosts_for(ranks, (), rm), reason), None)
 
 
+def _from_silent_rank(
+    cascades: list[Observation], observations: list[Observation], rm: RankMap
+) -> CulpritDecision | None:
+    """Each rank wrote its own file; all but one reported the collective timing out and that one reported
+    no failure at all: it never joined the collective the others waited in. Where some rank has no file,
+    its silence may only be a file left out, so nothing is said."""
+    timed_out = {rm.rank(o) for o in cascades if o.symptom == COLLECTIVE_TIMEOUT} - {None}
+    world = rm.all_ranks()
+    if len(timed_out) < 2 or not world or not world <= rm.with_own_file:
+        return None
+    records = rules().exit_records
+    reported = {
+        rm.rank(o) for o in observations if o.role in ("root", "cascade") and o.signature not in records
+    }
+    silent = sorted(world - reported)
+    if len(silent) != 1:
+        return None
+    waiting = ", ".join(str(r) for r in sorted(r for r in timed_out if r is not None))
+    reason = (
+        f"ranks {waiting} timed out waiting in a collective; rank {silent[0]}'s own log reports no failure:"
+        " it never joined that collective"
+    )
+    return CulpritDecision(Culprit((silent[0],), _hosts_for(silent, (), rm), reason), None)
+
+
 def _from_peer(cascades: list[Observation], rm: RankMap) -> CulpritDecision | None:
     peers = {str(o.fields["peer"]) for o in cascades if "peer" in o.fields}
     hosts = tuple(sorted({p.split("<")[0].rsplit(":", 1)[0] if "<" in p else p for p in peers}))
@@ -389,13 +424,16 @@ def _from_rendezvous_peer(root_obs: list[Observation]) -> CulpritDecision | None
 def _from_exits(observations: list[Observation], rm: RankMap, signals_only: bool) -> CulpritDecision | None:
     """An ordinary Python exception on one rank, else the launchers' record of the first worker to die.
     Without a root line, a rank that exited with a plain error code may only have seen the aborted
-    communicator; then only a death by signal (SIGKILL, SIGSEGV, SIGBUS...) marks it as the first to go."""
+    communicator; then only a death by signal (SIGKILL, SIGSEGV, SIGBUS...) marks it as the first to go,
+    or an exit while the other ranks reported failures and it reported none."""
     raised = exits.first_exception(observations, rm)
     if raised is not None:
         hosts = (raised.host,) if raised.host else _hosts_for([raised.rank], [raised.obs], rm)
         return CulpritDecision(Culprit((raised.rank,), hosts, raised.reason()), None)
     death = exits.first_failure(observations, rm)
-    if death is None or (signals_only and not death.abrupt):
+    if death is None:
+        return None
+    if signals_only and not death.abrupt and not exits.died_silently(death, observations, rm):
         return None
     if death.rank is None and death.host is None:
         return None

@@ -49,6 +49,7 @@ class ExitRecord:
     code: int | None
     signal: str | None  # SIGKILL, SIGSEGV, ...
     first_observed: bool  # torchrun's Root Cause entry
+    time: float | None  # when it was written (the earliest timed record of the worker, once merged)
 
     @property
     def collateral(self) -> bool:
@@ -113,6 +114,12 @@ def _single_node(observations: list[Observation], rm: RankMap) -> bool:
     hosts |= {h for h in (rm.host(o) for o in observations) if h and not is_placeholder_host(h)}
     if len(hosts) > 1 or (rm.world_size or 0) > GPUS_PER_HOST:
         return False
+    # torchrun's failure entries give both ranks: one whose global rank is not its local rank ran on
+    # a machine with more machines before it.
+    for obs in observations:
+        rank, local = as_int(obs.fields.get("rank")), as_int(obs.fields.get("local_rank"))
+        if rank is not None and local is not None and rank != local:
+            return False
     return not any(str(o.fields.get("transport", "")).startswith("NET/") for o in observations)
 
 
@@ -155,6 +162,7 @@ def records(observations: list[Observation], rm: RankMap) -> list[ExitRecord]:
                 code=code,
                 signal=_signal(obs, code),
                 first_observed=obs.signature in rules().first_observed,
+                time=obs.line.time,
             )
         )
     return found
@@ -166,15 +174,29 @@ def first_failure(observations: list[Observation], rm: RankMap) -> ExitRecord | 
     failed = [r for r in records(observations, rm) if r.failed]
     if not failed:
         return None
-    rooted = [r for r in failed if r.first_observed]
+    rooted = [_merge(r, failed) for r in failed if r.first_observed]
+    if len({_identity(r) for r in rooted}) > 1:
+        # One Root Cause entry per agent of a multi-node job: a death by signal is the cause the others'
+        # plain exits followed; else the clearly earliest; else the first one, as before.
+        return _only_abrupt(rooted) or _clearly_first(rooted) or rooted[0]
     if rooted:
-        return _merge(rooted[0], failed)
+        return rooted[0]
     workers = {_identity(r) for r in failed}
     if len(workers) == 1:
         return _merge(failed[0], failed)
-    timed = sorted((r.obs.line.time, i) for i, r in enumerate(failed) if r.obs.line.time is not None)
+    first = _clearly_first(failed)
+    return _merge(first, failed) if first is not None else None
+
+
+def _only_abrupt(found: list[ExitRecord]) -> ExitRecord | None:
+    abrupt = [r for r in found if r.abrupt]
+    return abrupt[0] if len({_identity(r) for r in abrupt}) == 1 else None
+
+
+def _clearly_first(found: list[ExitRecord]) -> ExitRecord | None:
+    timed = sorted((r.time, i) for i, r in enumerate(found) if r.time is not None)
     if len(timed) >= 2 and timed[1][0] - timed[0][0] >= SIMULTANEOUS_S:
-        return _merge(failed[timed[0][1]], failed)
+        return found[timed[0][1]]
     return None
 
 
@@ -186,15 +208,80 @@ def _identity(record: ExitRecord) -> tuple[object, ...]:
 
 def _merge(chosen: ExitRecord, failed: list[ExitRecord]) -> ExitRecord:
     """Fill what the chosen record lacks (a host, a signal) from other records of the same worker."""
+    # A record without a global rank is the same worker when its agent wrote it (the same file).
     same = [
         r
         for r in failed
-        if _identity(r) == _identity(chosen) or (r.rank is None and r.local_rank == chosen.local_rank)
+        if _identity(r) == _identity(chosen)
+        or (
+            r.rank is None
+            and r.local_rank == chosen.local_rank
+            and r.obs.line.source == chosen.obs.line.source
+        )
     ]
     host = chosen.host or next((r.host for r in same if r.host), None)
     signal = chosen.signal or next((r.signal for r in same if r.signal), None)
+    times = [r.time for r in (chosen, *same) if r.time is not None]
     return ExitRecord(
-        chosen.obs, chosen.rank, chosen.local_rank, host, chosen.code, signal, chosen.first_observed
+        chosen.obs,
+        chosen.rank,
+        chosen.local_rank,
+        host,
+        chosen.code,
+        signal,
+        chosen.first_observed,
+        min(times) if times else None,
+    )
+
+
+def died_silently(record: ExitRecord, observations: list[Observation], rm: RankMap) -> bool:
+    """Other ranks reported a failure (a lost peer, a timeout), the launcher stopped the others, and the
+    dead worker's own lines report none: it did not exit over a peer it lost, so its plain exit code
+    marks where the job broke."""
+    if record.rank is None:
+        return False
+    record_ids = rules().exit_records
+    reporters = {
+        rm.rank(o) for o in observations if o.role in ("root", "cascade") and o.signature not in record_ids
+    }
+    reporters.discard(None)
+    # Only where the launcher's own output is there, stopping the other workers (SIGTERM to their pids):
+    # a paste of one survivor's lines beside a record says nothing of what the dead worker wrote.
+    stopped = {
+        str(o.fields["pid"])
+        for o in observations
+        if "pid" in o.fields and rules().normal_signal(str(o.fields.get("signal", ""))) == "SIGTERM"
+    }
+    stopped.discard(str(record.obs.fields.get("pid")))
+    return bool(reporters and stopped) and record.rank not in reporters
+
+
+def teardown_echoes(observations: list[Observation], rm: RankMap) -> frozenset[int]:
+    """Indices of the root lines that only echo the job's teardown after a worker died by a signal.
+
+    When a worker is killed, its agent stops the job; on a multi-node torchrun the agent hosting the c10d
+    store goes with it, and the other agents' store calls and rendezvous shutdown then fail. Those lines
+    (classes in rules.toml `exits.teardown_classes`) are written after the death, by time or further down
+    a file whose timed lines have passed it; written before it, they may be the cause and stay roots."""
+    death = first_failure(observations, rm)
+    if death is None or not death.abrupt or death.time is None:
+        return frozenset()
+    # Where each file's lines reach the death: untimed lines (tracebacks) below that point follow it too.
+    reached: dict[str, int] = {}
+    for obs in observations:
+        if obs.line.time is not None and obs.line.time >= death.time:
+            source = obs.line.source
+            reached[source] = min(reached.get(source, obs.line.lineno), obs.line.lineno)
+    teardown = rules().teardown_classes
+    return frozenset(
+        i
+        for i, obs in enumerate(observations)
+        if obs.role == "root"
+        and obs.classes
+        and set(obs.classes) <= teardown
+        and obs.line.source in reached
+        and obs.line.lineno >= reached[obs.line.source]
+        and (obs.line.time is None or obs.line.time >= death.time)
     )
 
 

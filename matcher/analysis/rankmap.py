@@ -39,6 +39,7 @@ class RankMap:
     known: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     world_size: int | None = None
+    with_own_file: set[int] = field(default_factory=set)  # ranks whose output is a file of its own
     # source -> sorted (line number, host) of shell prompts that ran a host diagnostic there
     prompts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
@@ -91,6 +92,7 @@ def build_rank_map(observations: Iterable[Observation], sources: Iterable[Source
     for summary in sources:
         if summary.rank is not None:
             rm.known.add(summary.rank)
+            rm.with_own_file.add(summary.rank)
             if summary.host:
                 rm.host_of.setdefault(summary.rank, summary.host)
         rm.known.update(summary.ranks_seen)

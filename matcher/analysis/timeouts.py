@@ -29,6 +29,7 @@ EARLY_SEQNUM = 10  # the first collectives of a run: init barriers, the first st
 SMALL_BROADCAST_NUMEL = 1024
 # Cascade symptom of a report that names the rank(s) that never arrived (monitored barrier, desync debug).
 MISSING_RANK = "missing-rank"
+COLLECTIVE_TIMEOUT = "collective-timeout"
 # A worker killed by SIGKILL: the kill is the event. What the job was doing (loading shards, tokenizing,
 # compiling) says little about why it died (usually the host or cgroup OOM killer), and ranks that timed
 # out waiting for it (other nodes, which its launcher did not tear down) are its victims, not stragglers.
@@ -130,7 +131,7 @@ def infer(
     )
     long_timeout = table.timeout_ms is not None and table.timeout_ms >= LONG_TIMEOUT_MS
     early = table.seqnum is not None and table.seqnum <= EARLY_SEQNUM
-    timed_out = table.seqnum is not None or any(o.symptom == "collective-timeout" for o in cascades)
+    timed_out = table.seqnum is not None or any(o.symptom == COLLECTIVE_TIMEOUT for o in cascades)
     kills = _first_kills(cascades)
     clue_factor = KILLED_CLUE_FACTOR if kills else 1.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from matcher.pipeline import diagnose
 from tests.cli.helpers import run_cli
 from tests.matcher.excerpts import class_ids, diagnose_text
 
@@ -265,3 +266,68 @@ srun: error: gpu-node-104: tasks 0-6: Killed
     d = diagnose_text(tmp_path, text)
     assert d.culprit is not None and d.culprit.hosts == ("gpu-node-105",)
     assert "SIGFPE" in d.culprit.reason
+
+
+AGENT_TEARDOWN = """
+W1201 22:22:43.752000 6290 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:1298] The node 'gpu-b_6290_0' has failed to shutdown the rendezvous 'job7' due to an error of type RendezvousConnectionError.
+torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.
+"""
+WORKER_KILLED = """
+E1201 22:22:42.984000 6291 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 6300) of binary: /usr/bin/python3
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_22:22:42
+  host      : gpu-a
+  rank      : 3 (local_rank: 1)
+  exitcode  : -9 (pid: 6300)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 6300
+"""
+
+
+def test_rendezvous_errors_written_after_a_killed_worker_are_the_teardown_it_caused(tmp_path: Path) -> None:
+    (tmp_path / "gpu-a").mkdir()
+    (tmp_path / "gpu-b").mkdir()
+    (tmp_path / "gpu-a" / "torchrun.out").write_text(WORKER_KILLED.lstrip())
+    (tmp_path / "gpu-b" / "torchrun.out").write_text(AGENT_TEARDOWN.lstrip())
+    d = diagnose([str(tmp_path)]).diagnosis
+    assert class_ids(d)[0] == "system/host-oom"
+    assert d.culprit is not None and d.culprit.ranks == (3,) and d.culprit.hosts == ("gpu-a",)
+
+
+def test_a_rendezvous_failure_written_before_the_death_stays_the_cause(tmp_path: Path) -> None:
+    # The same agent lines, a second before the worker died: the store went first, the kill came after.
+    before = AGENT_TEARDOWN.replace("22:22:43.752000", "22:22:41.500000")
+    d = diagnose_text(tmp_path, before + WORKER_KILLED)
+    assert class_ids(d)[0] == "rendezvous/store"
+
+
+def test_the_rank_that_reports_a_store_barrier_timeout_only_waited(tmp_path: Path) -> None:
+    text = "RuntimeError: Timed out initializing process group in store based barrier on rank: 7, for key: store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)\n"
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[0] == "rendezvous/store"
+    assert d.culprit is None and d.no_culprit_reason is not None and "waited" in d.no_culprit_reason
+
+
+def _per_rank_logs(root: Path, ranks: dict[int, str]) -> Path:
+    for rank, text in ranks.items():
+        folder = root / "attempt_0" / str(rank)
+        folder.mkdir(parents=True)
+        (folder / "stderr.log").write_text(text)
+    return root
+
+
+GLOO_TIMEOUT = "[rank{r}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 60000ms for recv operation to complete\n"
+
+
+def test_the_rank_whose_own_file_stays_silent_among_timeouts_is_named(tmp_path: Path) -> None:
+    logs = {r: GLOO_TIMEOUT.format(r=r) for r in (0, 1, 3)} | {2: ""}
+    d = diagnose([str(_per_rank_logs(tmp_path, logs))]).diagnosis
+    assert d.culprit is not None and d.culprit.ranks == (2,)
+
+
+def test_a_rank_without_a_file_is_not_taken_for_a_silent_one(tmp_path: Path) -> None:
+    # Rank 2's file was not uploaded: its silence is not evidence.
+    logs = {r: GLOO_TIMEOUT.format(r=r) for r in (0, 1, 3)}
+    d = diagnose([str(_per_rank_logs(tmp_path, logs))]).diagnosis
+    assert d.culprit is None or 2 not in d.culprit.ranks

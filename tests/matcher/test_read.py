@@ -269,6 +269,19 @@ def test_empty_folder_and_empty_files(tmp_path: Path) -> None:
         read_all(["-"], stdin=io.BytesIO(b""))
 
 
+def test_a_ranks_empty_file_is_kept_as_that_ranks_silence(tmp_path: Path) -> None:
+    # torchrun --log-dir: rank 2 wrote nothing while rank 0 reported a failure.
+    for rank, text in ((0, b"RuntimeError: Connection closed by peer\n"), (2, b"")):
+        folder = tmp_path / "attempt_0" / str(rank)
+        folder.mkdir(parents=True)
+        (folder / "stderr.log").write_bytes(text)
+    found = {(rank, content) for _, rank, _, _, content in read_all([str(tmp_path)])}
+    assert found == {(0, b"RuntimeError: Connection closed by peer\n"), (2, b"")}
+    (tmp_path / "attempt_0" / "0" / "stderr.log").write_bytes(b"")
+    with pytest.raises(InputError, match="empty"):
+        read_all([str(tmp_path)])
+
+
 def test_binary_alone_is_input_error_but_skipped_beside_logs(tmp_path: Path, caplog) -> None:
     binary = tmp_path / "core.bin"
     binary.write_bytes(bytes(range(256)) * 64)
