@@ -114,8 +114,8 @@ def _single_node(observations: list[Observation], rm: RankMap) -> bool:
     hosts |= {h for h in (rm.host(o) for o in observations) if h and not is_placeholder_host(h)}
     if len(hosts) > 1 or (rm.world_size or 0) > GPUS_PER_HOST:
         return False
-    # torchrun's failure entries give both ranks: one whose global rank is not its local rank ran on
-    # a machine with more machines before it.
+    # torchrun's failure entries give both ranks: a worker whose global rank differs from its local rank
+    # ran on a second or later machine, so the job spans several.
     for obs in observations:
         rank, local = as_int(obs.fields.get("rank")), as_int(obs.fields.get("local_rank"))
         if rank is not None and local is not None and rank != local:
@@ -177,8 +177,11 @@ def first_failure(observations: list[Observation], rm: RankMap) -> ExitRecord | 
     rooted = [_merge(r, failed) for r in failed if r.first_observed]
     if len({_identity(r) for r in rooted}) > 1:
         # One Root Cause entry per agent of a multi-node job: a death by signal is the cause the others'
-        # plain exits followed; else the clearly earliest; else the first one, as before.
-        return _only_abrupt(rooted) or _clearly_first(rooted) or rooted[0]
+        # plain exits followed, or the one worker that exited without a word; else the clearly earliest;
+        # else the first one, as before.
+        silent = [r for r in rooted if died_silently(r, observations, rm)]
+        one_silent = silent[0] if len({_identity(r) for r in silent}) == 1 else None
+        return _only_abrupt(rooted) or one_silent or _clearly_first(rooted) or rooted[0]
     if rooted:
         return rooted[0]
     workers = {_identity(r) for r in failed}

@@ -162,9 +162,17 @@ def _on_syslog(m: re.Match[str], found: _Found, year: int | None) -> None:
     found.syslog_host = m.group(7)
 
 
+# Loggers that write `<ISO time> <LEVEL> <logger>: message` (vLLM, many Python services) look like RFC 5424
+# syslog with the level where the host goes: a level word is never a host.
+_LEVEL_WORDS = frozenset(
+    {"TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL"}
+)
+
+
 def _on_syslog_iso(m: re.Match[str], found: _Found, year: int | None) -> None:
     found.set_time(_iso_epoch(m, 1))
-    found.syslog_host = m.group(8)
+    if m.group(8).upper() not in _LEVEL_WORDS:
+        found.syslog_host = m.group(8)
 
 
 def _on_dmesg_wall(m: re.Match[str], found: _Found, year: int | None) -> None:

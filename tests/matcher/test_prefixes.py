@@ -144,6 +144,12 @@ CASES = [
         id="syslog-iso",
     ),
     pytest.param(
+        b"2025-05-28T03:35:37.857Z ERROR engine.run_mp_engine: CUDA error: peer access is not supported\n",
+        "CUDA error: peer access is not supported",
+        {"host": None, "time": utc(2025, 5, 28, 3, 35, 37, 0.857)},
+        id="iso-level-logger-is-no-host",
+    ),
+    pytest.param(
         b"[12345.678901] NVRM: Xid (PCI:0000:3b:00): 79\n",
         "NVRM: Xid (PCI:0000:3b:00): 79",
         {},

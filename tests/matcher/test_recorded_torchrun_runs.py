@@ -30,6 +30,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         "exit": dict(fault="exit", bad_rank=2),
         "sleep": dict(fault="sleep", bad_rank=2, pg_timeout=6),
         "two-nodes-sigkill": dict(fault="sigkill", bad_rank=3, nodes=2, per_node=2),
+        "two-nodes-exit": dict(fault="exit", bad_rank=3, nodes=2, per_node=2),
     }
     return {name: run(root / name, **kwargs) for name, kwargs in cases.items()}  # type: ignore[arg-type]
 
@@ -101,3 +102,10 @@ def test_a_multi_node_teardown_is_not_read_as_a_rendezvous_failure(runs: dict[st
     assert _first_class(d) == "system/host-oom"
     assert d.culprit is not None and d.culprit.ranks == (3,)
     assert not any(h in ("127.0.0.1", "localhost") for h in d.culprit.hosts)
+
+
+def test_of_one_root_cause_entry_per_agent_the_silent_exit_is_the_first_failure(runs: dict[str, Run]) -> None:
+    # Each agent records its own first failure: rank 3's silent exit, and a survivor that lost it.
+    d = _diagnose(*runs["two-nodes-exit"].console)
+    assert d.culprit is not None and d.culprit.ranks == (3,)
+    assert len(d.culprit.hosts) == 1 and d.culprit.hosts[0] in ("node0", "node1")

@@ -211,3 +211,19 @@ def test_a_bare_system_error_on_one_host_keeps_the_network_classes_below_shared_
     ids = class_ids(diagnose_text(tmp_path, text))
     assert ids[0] == "shm/dev-shm"
     assert ids.index("network/interface-selection") < ids.index("network/ib-rdma")
+
+
+def test_a_segment_nccl_cannot_find_is_no_full_dev_shm(tmp_path: Path) -> None:
+    # NCCL 2.22+: the receiving side found no segment where its peer made one (ENOENT); nothing is full.
+    text = (
+        "n4:1833:1900 [2] misc/shmutils.cc:93 NCCL WARN Call to open failed: No such file or directory\n"
+        "n4:1833:1900 [2] misc/shmutils.cc:129 NCCL WARN Error while attaching to shared memory segment "
+        "/dev/shm/nccl-Xy12Ab (size 9637888), error: No such file or directory (2)\n"
+    )
+    d = diagnose_text(tmp_path, text)
+    assert class_ids(d)[:2] == ["nccl/nvls-or-algorithm", "shm/dev-shm"]
+    assert d.culprit is None or "full" not in d.culprit.reason
+    full = text.replace("attaching to", "creating").replace(
+        "No such file or directory (2)", "No space left on device (28)"
+    )
+    assert class_ids(diagnose_text(tmp_path, full))[0] == "shm/dev-shm"
