@@ -240,6 +240,8 @@ class SourceSummary:
     first_time: float | None = None
     last_time: float | None = None
     ranks_seen: tuple[int, ...] = ()  # ranks attributed to lines of this file (interleaved files hold many)
+    # False when the file shows srun starting a launcher per node: its `N: ` task ids then count nodes.
+    labels_are_ranks: bool = True
     # Hash of the file's size and its first and last bytes: identifies the input (idempotent storing)
     # without a second pass over gigabytes, and without depending on what the signatures matched.
     content_digest: str = ""

@@ -184,16 +184,27 @@ def _recorded_death(
 ) -> None:
     """A launcher recorded the first worker's death by a signal that names a class (SIGKILL: the host OOM
     killer): that record is the root the survivors' peer-exit reports echo. A step the scheduler
-    cancelled was killed by it, not by the kernel."""
+    cancelled before the death was killed by it, not by the kernel; one cancelled after it is srun
+    stopping the rest (`--kill-on-bad-exit`)."""
     death = exits.first_failure(observations, rm)
     killed_as = exits.signal_class(death)
-    if death is None or killed_as is None or any(o.signature in CANCELLED for o in observations):
+    if death is None or killed_as is None:
+        return
+    if any(o.signature in CANCELLED and not _after(o, death.obs, death.time) for o in observations):
         return
     weights = rules().confidence
     masses[killed_as] = masses.get(killed_as, 0.0) + weights.exit_record_mass
     support.setdefault(killed_as, []).insert(0, death.obs)
     if PEER_EXIT in masses:
         masses[PEER_EXIT] *= weights.explained_peer_exit_factor
+
+
+def _after(obs: Observation, event: Observation, event_time: float | None) -> bool:
+    """Whether `obs` was written after `event`: further down the same file, else later by the clock;
+    False when nothing tells."""
+    if obs.line.source == event.line.source:
+        return obs.line.lineno > event.line.lineno
+    return obs.line.time is not None and event_time is not None and obs.line.time > event_time
 
 
 def _raised_first(

@@ -15,6 +15,7 @@ failure), that rank is the culprit and the exception type with its file:line is 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from matcher.analysis.addresses import is_placeholder_host
@@ -34,6 +35,8 @@ _LAUNCHERS = (
     ("mpirun-", "Open MPI"),
     ("deepspeed-", "DeepSpeed"),
 )
+# srun's record of a single task ("task 3: Killed"), not of a range ("tasks 0-6: Terminated").
+_ONE_TASK = re.compile(r"\btask \d+: ")
 # A traceback's lines end within this many lines of its "Traceback" header (the signature's `after`).
 TRACEBACK_LINES = 40
 
@@ -138,6 +141,9 @@ def records(observations: list[Observation], rm: RankMap) -> list[ExitRecord]:
     """Every launcher exit record in the bundle, in the order the observations came."""
     known = rules().exit_records
     one_node = _single_node(observations, rm)
+    # srun starting one task per rank numbers its tasks as the ranks; srun starting torchrun per node
+    # (seen in the file's head, or by torchrun's own records) numbers the nodes.
+    torchrun = any(o.signature.startswith(("torchrun-", "elastic-")) for o in observations)
     found = []
     for obs in observations:
         if obs.signature not in known:
@@ -147,8 +153,13 @@ def records(observations: list[Observation], rm: RankMap) -> list[ExitRecord]:
         rank = as_int(obs.fields.get("rank"))
         if rank is None and local is not None and one_node:
             rank = local
-        if rank is None:
-            rank = rm.rank(obs) if obs.signature.startswith("ray-") else None
+        if rank is None and obs.signature.startswith("ray-"):
+            rank = rm.rank(obs)
+        task = as_int(obs.fields.get("task"))
+        tasks_are_ranks = not torchrun and obs.line.source not in rm.tasks_count_nodes
+        one_task = task is not None and _ONE_TASK.search(obs.line.text) is not None  # not "tasks 0-6"
+        if rank is None and obs.signature.startswith("srun-") and tasks_are_ranks and one_task:
+            rank = task
         host = obs.fields.get("host")
         host = str(host) if host is not None else rm.host(obs)
         if host is not None and is_placeholder_host(host):

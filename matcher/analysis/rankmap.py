@@ -40,6 +40,7 @@ class RankMap:
     hosts: set[str] = field(default_factory=set)
     world_size: int | None = None
     with_own_file: set[int] = field(default_factory=set)  # ranks whose output is a file of its own
+    tasks_count_nodes: set[str] = field(default_factory=set)  # sources where srun started a launcher per node
     # source -> sorted (line number, host) of shell prompts that ran a host diagnostic there
     prompts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
@@ -90,6 +91,8 @@ class RankMap:
 def build_rank_map(observations: Iterable[Observation], sources: Iterable[SourceSummary]) -> RankMap:
     rm = RankMap()
     for summary in sources:
+        if not summary.labels_are_ranks:
+            rm.tasks_count_nodes.add(summary.name)
         if summary.rank is not None:
             rm.known.add(summary.rank)
             rm.with_own_file.add(summary.rank)

@@ -275,6 +275,7 @@ def _merge(source: Source, pieces: list[Piece]) -> tuple[list[Observation], Sour
         last_time=max(times) if times else None,
         ranks_seen=tuple(sorted({rank for piece in pieces for rank in piece.ranks})),
         content_digest=digest,
+        labels_are_ranks=source.labels_are_ranks,
     )
     return observations, summary, sum(piece.read_bytes for piece in pieces)
 

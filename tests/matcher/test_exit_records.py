@@ -331,3 +331,27 @@ def test_a_rank_without_a_file_is_not_taken_for_a_silent_one(tmp_path: Path) -> 
     logs = {r: GLOO_TIMEOUT.format(r=r) for r in (0, 1, 3)}
     d = diagnose([str(_per_rank_logs(tmp_path, logs))]).diagnosis
     assert d.culprit is None or 2 not in d.culprit.ranks
+
+
+SRUN_KILL_ON_BAD_EXIT = """
+1: [rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [10.0.0.3]:4295: Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application. Check the logs of the remote worker before reporting an error.
+srun: error: gpu-node-07: task 2: Killed
+srun: launch/slurm: _step_signal: Terminating StepId=269.0
+0: slurmstepd-gpu-node-07: error: *** STEP 269.0 ON gpu-node-07 CANCELLED AT 2026-12-01T23:12:33 ***
+srun: error: gpu-node-07: tasks 0-1,3: Terminated
+"""
+
+
+def test_one_srun_task_killed_before_srun_cancels_the_step_is_the_host_oom_killers(tmp_path: Path) -> None:
+    d = diagnose_text(tmp_path, SRUN_KILL_ON_BAD_EXIT)
+    assert class_ids(d)[0] == "system/host-oom"
+    assert d.symptom != "hang-reported"  # gloo's "caused by a remote worker hanging" is no hang report
+    assert d.culprit is not None and d.culprit.ranks == (2,) and d.culprit.hosts == ("gpu-node-07",)
+
+
+def test_tasks_killed_after_a_time_limit_cancelled_the_step_are_no_oom(tmp_path: Path) -> None:
+    text = (
+        "0: slurmstepd-gpu-node-07: error: *** STEP 270.0 ON gpu-node-07 CANCELLED AT 2026-12-01T23:40:00 DUE TO TIME LIMIT ***\n"
+        "srun: error: gpu-node-07: task 2: Killed\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] != "system/host-oom"

@@ -23,7 +23,8 @@ from tests.matcher.excerpts import class_ids, diagnose_text
 
 # paste -> (context that applies, first class, a class listed after it)
 BARE = {
-    "srun: error: node12: task 3: Killed\n": (
+    # A range of killed tasks; one task killed is srun's record of the first failure (test_exit_records).
+    "srun: error: node12: tasks 3-4: Killed\n": (
         "srun-task-killed-alone",
         "system/host-oom",
         "network/peer-exit",
@@ -203,7 +204,7 @@ def _diagnose_with_dumps(tmp_path: Path, text: str) -> Diagnosis:
 @pytest.mark.parametrize(
     "text",
     [
-        "srun: error: node12: task 3: Killed\n",
+        "srun: error: node12: tasks 3-4: Killed\n",
         "export NCCL_P2P_DISABLE=1\n",
         "RuntimeError: Connection reset by peer\n",
     ],
