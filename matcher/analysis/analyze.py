@@ -166,13 +166,15 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
 
 
 def _teardown_as_cascade(observations: list[Observation], rm: RankMap) -> list[Observation]:
-    """Rendezvous failures written while the job was torn down after a worker's death echo that death."""
+    """Rendezvous failures written while the job was torn down after a worker's death echo that death:
+    they keep their symptom (the store was lost) but support no class of their own."""
     echoes = exits.teardown_echoes(observations, rm)
     if not echoes:
         return observations
     symptom = rules().teardown_symptom
     return [
-        replace(o, role="cascade", symptom=symptom) if i in echoes else o for i, o in enumerate(observations)
+        replace(o, role="cascade", symptom=symptom, classes=()) if i in echoes else o
+        for i, o in enumerate(observations)
     ]
 
 

@@ -271,15 +271,18 @@ def died_silently(record: ExitRecord, observations: list[Observation], rm: RankM
 
 
 def teardown_echoes(observations: list[Observation], rm: RankMap) -> frozenset[int]:
-    """Indices of the root lines that only echo the job's teardown after a worker died by a signal.
+    """Indices of the lines that only echo the job's teardown after a worker died by a signal (or exited
+    without a word while its peers lost it).
 
     When a worker is killed, its agent stops the job; on a multi-node torchrun the agent hosting the c10d
     store goes with it, and the other agents' store calls and rendezvous shutdown then fail. Those lines
     (classes in rules.toml `exits.teardown_classes`) are written after the death, by time or further down
     a file whose timed lines have passed it; written before it, they may be the cause and stay roots."""
     death = first_failure(observations, rm)
-    if death is None or not death.abrupt or death.time is None:
+    if death is None or death.time is None:
         return frozenset()
+    if not (death.abrupt or died_silently(death, observations, rm)):
+        return frozenset()  # a plain exit may itself follow a lost store: nothing says which came first
     # Where each file's lines reach the death: untimed lines (tracebacks) below that point follow it too.
     reached: dict[str, int] = {}
     for obs in observations:
@@ -290,7 +293,7 @@ def teardown_echoes(observations: list[Observation], rm: RankMap) -> frozenset[i
     return frozenset(
         i
         for i, obs in enumerate(observations)
-        if obs.role == "root"
+        if obs.role in ("root", "cascade")
         and obs.classes
         and set(obs.classes) <= teardown
         and obs.line.source in reached
