@@ -57,7 +57,7 @@ class Rules:
     signal_aliases: dict[str, str]  # "Segmentation fault" -> SIGSEGV
     exit_records: frozenset[str]  # signature ids of launcher exit records
     first_observed: frozenset[str]  # ... of those that name the first failure
-    teardown_classes: frozenset[str]  # root classes that echo a worker's death when written after it
+    teardown_classes: frozenset[str]  # classes whose lines echo a worker's death when written after it
     teardown_symptom: str
     cascade_exceptions: frozenset[str]
     phrases: dict[str, str]

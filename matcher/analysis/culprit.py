@@ -153,8 +153,7 @@ def _decide(
         store_host = _from_rendezvous_peer(root_obs)
         if store_host is not None:
             return store_host
-    waited = [o for o in root_obs if o.signature in rules().waiting_reporters]
-    if waited and len(waited) == len(root_obs):
+    if root_obs and all(o.signature in rules().waiting_reporters for o in root_obs):
         # Every root line was written by a rank that waited: it names no culprit, other evidence may.
         decision = _decide(primary, [], cascades, observations, table, fr, rm, rank0_clue, stack)
         if decision.culprit is not None:
@@ -367,18 +366,16 @@ def _from_silent_rank(
     """Each rank wrote its own file; all but one reported the collective timing out and that one reported
     no failure at all: it never joined the collective the others waited in. Where some rank has no file,
     its silence may only be a file left out, so nothing is said."""
-    timed_out = {rm.rank(o) for o in cascades if o.symptom == COLLECTIVE_TIMEOUT} - {None}
+    timed_out = {
+        r for r in (rm.rank(o) for o in cascades if o.symptom == COLLECTIVE_TIMEOUT) if r is not None
+    }
     world = rm.all_ranks()
     if len(timed_out) < 2 or not world or not world <= rm.with_own_file:
         return None
-    records = rules().exit_records
-    reported = {
-        rm.rank(o) for o in observations if o.role in ("root", "cascade") and o.signature not in records
-    }
-    silent = sorted(world - reported)
+    silent = sorted(world - exits.reporting_ranks(observations, rm))
     if len(silent) != 1:
         return None
-    waiting = ", ".join(str(r) for r in sorted(r for r in timed_out if r is not None))
+    waiting = ", ".join(str(r) for r in sorted(timed_out))
     reason = (
         f"ranks {waiting} timed out waiting in a collective; rank {silent[0]}'s own log reports no failure:"
         " it never joined that collective"

@@ -248,17 +248,23 @@ def _merge(chosen: ExitRecord, failed: list[ExitRecord]) -> ExitRecord:
     )
 
 
+def reporting_ranks(observations: list[Observation], rm: RankMap) -> set[int]:
+    """The ranks whose own lines report a failure (a root or cascade line other than a launcher's record
+    of how a worker ended)."""
+    record_ids = rules().exit_records
+    ranks = {
+        rm.rank(o) for o in observations if o.role in ("root", "cascade") and o.signature not in record_ids
+    }
+    return {r for r in ranks if r is not None}
+
+
 def died_silently(record: ExitRecord, observations: list[Observation], rm: RankMap) -> bool:
     """Other ranks reported a failure (a lost peer, a timeout), the launcher stopped the others, and the
     dead worker's own lines report none: it did not exit over a peer it lost, so its plain exit code
     marks where the job broke."""
     if record.rank is None:
         return False
-    record_ids = rules().exit_records
-    reporters = {
-        rm.rank(o) for o in observations if o.role in ("root", "cascade") and o.signature not in record_ids
-    }
-    reporters.discard(None)
+    reporters = reporting_ranks(observations, rm)
     # Only where the launcher's own output is there, stopping the other workers (SIGTERM to their pids):
     # a paste of one survivor's lines beside a record says nothing of what the dead worker wrote.
     stopped = {

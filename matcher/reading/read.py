@@ -528,9 +528,9 @@ class _Expander:
             self.empty.append(name)
             # A rank's own file that stayed empty still says something: that rank wrote nothing, while
             # its peers may have reported a failure. It is read (zero lines) but counts as no input.
-            empty_rank = hints_from_path(name).rank
-            if empty_rank is not None:
-                yield Source(name=name, opener=opener, rank=empty_rank, host=hints_from_path(name).host)
+            hints = hints_from_path(name)
+            if hints.rank is not None:
+                yield Source(name=name, opener=opener, rank=hints.rank, host=hints.host)
             return
         if kind in ARCHIVES or kind in COMPRESSIONS:
             self._skip(name, f"{name}: skipped, nested {kind} (one level of nesting is read)")
