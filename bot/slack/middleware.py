@@ -39,6 +39,7 @@ from bot.store.engine import StoreError
 log = logging.getLogger("ncclbot.slack.middleware")
 
 GROUP_CACHE_S = 300.0
+GROUP_RETRY_S = 5.0  # after a failed user-group lookup
 REFUSAL = "Only the bot's admins may do that (ask one, or see NCCLBOT_ADMIN_USERS / NCCLBOT_ADMIN_GROUPS)."
 UNAVAILABLE = (
     "ncclbot cannot take requests right now: its database is unavailable. Nothing was started; "
@@ -152,14 +153,26 @@ def action_value(body: dict[str, Any]) -> dict[str, Any]:
 
 class AdminPolicy:
     """Who counts as an admin: listed user ids, or members of listed user groups (usergroups.users.list,
-    cached for a few minutes)."""
+    cached for `cache_s`). A lookup that fails is not cached: until one succeeds, the members last
+    seen stay in force and the lookup is tried again after `retry_s` (an empty answer cached for minutes
+    would refuse every group admin that long after one slow or failed call)."""
 
-    def __init__(self, client: WebClient, users: Iterable[str], groups: Iterable[str]) -> None:
+    def __init__(
+        self,
+        client: WebClient,
+        users: Iterable[str],
+        groups: Iterable[str],
+        *,
+        cache_s: float = GROUP_CACHE_S,
+        retry_s: float = GROUP_RETRY_S,
+    ) -> None:
         self.client = client
         self.users = frozenset(users)
         self.groups = tuple(groups)
+        self.cache_s = cache_s
+        self.retry_s = retry_s
         self._members: frozenset[str] = frozenset()
-        self._fetched = float("-inf")
+        self._next_lookup = float("-inf")
         self._lock = threading.Lock()
 
     def allows(self, user: str | None) -> bool:
@@ -171,15 +184,18 @@ class AdminPolicy:
         if not self.groups:
             return frozenset()
         with self._lock:
-            if time.monotonic() - self._fetched < GROUP_CACHE_S:
+            if time.monotonic() < self._next_lookup:
                 return self._members
             members: set[str] = set()
             for group in self.groups:
                 try:
                     members |= set(self.client.usergroups_users_list(usergroup=group).get("users") or [])
-                except SlackApiError as error:
-                    log.warning("cannot list user group %s: %s", group, error.response.get("error"))
-            self._members, self._fetched = frozenset(members), time.monotonic()
+                except Exception as error:  # Slack down or slow: keep what was known, ask again soon
+                    reason = error.response.get("error") if isinstance(error, SlackApiError) else error
+                    log.warning("cannot list user group %s: %s", group, reason)
+                    self._next_lookup = time.monotonic() + self.retry_s
+                    return self._members
+            self._members, self._next_lookup = frozenset(members), time.monotonic() + self.cache_s
             return self._members
 
 

@@ -154,7 +154,12 @@ class WorkQueue:
         now: datetime | None = None,
     ) -> QueuedItem | None:
         """Take the oldest claimable item for `worker` (pending and due, or running with an expired
-        lease), or None. An item that has used up its attempts is marked dead instead of handed out."""
+        lease), or None. An item that has used up its attempts is marked dead instead of handed out.
+
+        A worker never takes over an item it holds itself: its lease ran out because a heartbeat was
+        late (a loaded machine), not because it died, and its next heartbeat renews it. Taking it over
+        would run it twice at once in one process and spend an attempt each time, until a live item
+        ended dead. (A worker that dies restarts under a new identity, `bot.services.worker.worker_id`.)"""
         at = _now(now)
         older = aliased(WorkItem)
         blocked_by_older = exists().where(
@@ -165,7 +170,11 @@ class WorkQueue:
         conditions = [
             or_(
                 and_(WorkItem.status == QUEUE_PENDING, WorkItem.available_at <= at),
-                and_(WorkItem.status == QUEUE_RUNNING, WorkItem.lease_until < at),
+                and_(
+                    WorkItem.status == QUEUE_RUNNING,
+                    WorkItem.lease_until < at,
+                    WorkItem.claimed_by != worker,
+                ),
             ),
             or_(WorkItem.group_key.is_(None), ~blocked_by_older),
         ]

@@ -2,9 +2,11 @@
 
 A hostile log can hold lines of 64 KB built from a signature's own keyword and fillers; a pattern that
 backtracks quadratically on them takes seconds where a linear one takes milliseconds, so each such line
-would cost a full regex time-out. Every signature is run on such lines, at 16 KB and at 64 KB: it must stay
-under a time limit far above what a linear pattern needs, and four times the length must not cost
-(much) more than four times the time (CPU time, so that a busy machine does not make it fail).
+would cost a full regex time-out. Every signature is run on such lines, at 16 KB and at 64 KB: four times
+the length must not cost (much) more than four times the time. That ratio is taken in CPU time, so a busy
+machine does not make it fail; a wall-clock limit would (CI's slower, loaded runner took 0.25 s for linear
+prose patterns that need 0.13 s here). A time-out far above any linear cost only keeps a catastrophic
+pattern from hanging the run.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from matcher.scanning.catalog import Signature, load_catalog
 
 CATALOG = load_catalog()
 LINE = ReadLimits().max_line_bytes
-# A linear pattern needs a few milliseconds on 64 KB; the quadratic ones found took 0.3-3 s.
-LIMIT_S = 0.25
+# Linear patterns need up to about 0.13 s on 64 KB of their own keyword here; the quadratic ones found
+# took 0.3-3 s, and the growth ratio below catches those. This limit is wall-clock (the regex module's
+# time-out), so it only stops a pattern that would not finish at all.
+HANG_S = 10.0
 # Time at 64 KB over time at 16 KB: about 4 when linear, about 16 when quadratic. Below NOISE_S the
 # ratio says nothing. NOISE_S is low enough that a quadratic pattern crosses it on a fast machine too (the
 # quadratic ones found cost 0.01-0.02 s here and 0.03 s on CI, where the ratio first caught them); the
@@ -49,10 +53,10 @@ def _hostile_lines(signature: Signature) -> list[str]:
 def _cpu_seconds(signature: Signature, text: str) -> float:
     started = time.process_time()
     try:
-        for _ in signature.pattern.finditer(text, timeout=LIMIT_S):
+        for _ in signature.pattern.finditer(text, timeout=HANG_S):
             pass
     except TimeoutError:
-        pytest.fail(f"{signature.id} takes over {LIMIT_S} s on a {len(text)}-byte line {text[:40]!r}")
+        pytest.fail(f"{signature.id} does not finish in {HANG_S} s on a {len(text)}-byte line {text[:40]!r}")
     return time.process_time() - started
 
 

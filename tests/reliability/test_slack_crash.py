@@ -5,6 +5,7 @@ the evidence once and one "seen again" per repeat. (The 100 jobs fail on 32 host
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,15 @@ def answered(slack: FakeSlack, channel: str, asked: dict[str, Any]) -> bool:
     """The asker's placeholder has become the result line."""
     replies = slack.thread(channel, asked["ts"])
     return bool(replies) and "cuda/oom" in blocks_text(replies[0].get("blocks") or [])
+
+
+def unfinished(database: Path) -> list[tuple[Any, ...]]:
+    """The queue's items not done, to say in a failure what was stuck and why."""
+    with sqlite3.connect(database) as connection:
+        return connection.execute(
+            "SELECT id, kind, group_key, status, attempts, available_at, last_error FROM work_items"
+            " WHERE status != 'done' ORDER BY id"
+        ).fetchall()
 
 
 def test_every_event_is_posted_exactly_once_after_a_kill_minus_nine(tmp_path: Path) -> None:
@@ -51,9 +61,15 @@ def test_every_event_is_posted_exactly_once_after_a_kill_minus_nine(tmp_path: Pa
         before = sum(answered(slack, c, m) for c, (m, _s, _h) in asked.items())
         assert before < EVENTS  # the crash did interrupt work in progress
 
-        with running_server(env):
-            for channel, (message, _s, _h) in asked.items():
-                eventually(lambda c=channel, m=message: answered(slack, c, m), timeout=240)
+        with running_server(env) as second:
+            try:
+                for channel, (message, _s, _h) in asked.items():
+                    eventually(lambda c=channel, m=message: answered(slack, c, m), timeout=240)
+            except AssertionError as error:
+                logged = second.log().splitlines()
+                warnings = [line for line in logged if "WARNING" in line or "ERROR" in line]
+                stuck = unfinished(tmp_path / "store.sqlite3")
+                raise AssertionError(f"{error}; unfinished {stuck}; last warnings {warnings[-20:]}") from None
             wait_idle(slack, quiet=2.0, timeout=120)
 
         posts = [c.params for c in slack.calls_to("chat.postMessage")]
