@@ -122,7 +122,11 @@ class QueueWorker:
 
     def run_once(self) -> bool:
         """Claim and handle one item; False when there was nothing to do."""
-        item = self.queue.claim(self.identity, kinds=list(self.handlers), lease=self.lease)
+        # Not the items this worker's other threads are on, even with a lease a late heartbeat let run
+        # out. (An item joins `_held` while its lease is fresh, so the snapshot misses none that expired.)
+        with self._held_lock:
+            busy = frozenset(self._held)
+        item = self.queue.claim(self.identity, kinds=list(self.handlers), lease=self.lease, busy=busy)
         if item is None:
             return False
         with self._held_lock:

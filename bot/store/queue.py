@@ -13,7 +13,7 @@ side effect and before `complete`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -151,15 +151,17 @@ class WorkQueue:
         *,
         kinds: Sequence[str] | None = None,
         lease: timedelta = DEFAULT_LEASE,
+        busy: Collection[int] = (),
         now: datetime | None = None,
     ) -> QueuedItem | None:
         """Take the oldest claimable item for `worker` (pending and due, or running with an expired
         lease), or None. An item that has used up its attempts is marked dead instead of handed out.
 
-        A worker never takes over an item it holds itself: its lease ran out because a heartbeat was
-        late (a loaded machine), not because it died, and its next heartbeat renews it. Taking it over
-        would run it twice at once in one process and spend an attempt each time, until a live item
-        ended dead. (A worker that dies restarts under a new identity, `bot.services.worker.worker_id`.)"""
+        `busy`: ids the worker's threads are still working on, never handed to it again. Their lease ran
+        out because a heartbeat was late (a loaded machine), not because the worker died, and the next
+        heartbeat renews it; taking them over would run an item twice at once in one process and spend
+        an attempt each time, until a live item ended dead. An item the worker claimed but no longer
+        works on (its retry could not be recorded: the database was down) is taken over as usual."""
         at = _now(now)
         older = aliased(WorkItem)
         blocked_by_older = exists().where(
@@ -170,16 +172,14 @@ class WorkQueue:
         conditions = [
             or_(
                 and_(WorkItem.status == QUEUE_PENDING, WorkItem.available_at <= at),
-                and_(
-                    WorkItem.status == QUEUE_RUNNING,
-                    WorkItem.lease_until < at,
-                    WorkItem.claimed_by != worker,
-                ),
+                and_(WorkItem.status == QUEUE_RUNNING, WorkItem.lease_until < at),
             ),
             or_(WorkItem.group_key.is_(None), ~blocked_by_older),
         ]
         if kinds is not None:
             conditions.append(WorkItem.kind.in_(list(kinds)))
+        if busy:
+            conditions.append(WorkItem.id.not_in(list(busy)))
         query = select(WorkItem).where(*conditions).order_by(WorkItem.id).limit(1)
         while True:
             with self.store.writing() as session:

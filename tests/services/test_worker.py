@@ -1,5 +1,6 @@
 """Queue workers: failures are retried until they succeed, a crash between posting and recording never
-posts twice, one group's posts keep their order through an outage, hopeless items stop."""
+posts twice, one group's posts keep their order through an outage, hopeless items stop, and an item
+whose lease a late heartbeat let run out is not run a second time by the same worker."""
 
 from __future__ import annotations
 
@@ -98,6 +99,32 @@ def test_started_workers_process_items_in_the_background_and_stop(store: Store) 
     finally:
         worker.stop()
     assert len(threads) == 3 and not any(thread.is_alive() for thread in threads)
+
+
+def test_an_item_outliving_its_lease_between_heartbeats_runs_once(store: Store) -> None:
+    # The lease (0.2 s) runs out before each heartbeat (every 0.5 s): what a loaded machine does to a
+    # lease of a few seconds. The worker's idle thread must not take over its busy thread's item.
+    queue = WorkQueue(store)
+    runs: list[int] = []
+    done = threading.Event()
+
+    def slow(item: QueuedItem) -> None:
+        runs.append(item.attempts)
+        time.sleep(1.5)
+        done.set()
+
+    worker = QueueWorker(
+        queue, {"job-failed": slow}, threads=2, lease=timedelta(seconds=0.2), poll_interval=0.05
+    )
+    item_id = queue.enqueue("job-failed", "k", {}).id
+    worker.start()
+    try:
+        assert done.wait(10)
+        time.sleep(0.3)
+    finally:
+        worker.stop()
+    assert runs == [1]
+    assert queue.get(item_id).status == "done"
 
 
 def test_backoff_grows_and_is_capped() -> None:
