@@ -57,6 +57,7 @@ class Rules:
     signal_aliases: dict[str, str]  # "Segmentation fault" -> SIGSEGV
     exit_records: frozenset[str]  # signature ids of launcher exit records
     first_observed: frozenset[str]  # ... of those that name the first failure
+    plain_exit_apart: frozenset[str]  # ... of launchers that report exceptions apart from exit codes
     teardown_classes: frozenset[str]  # classes whose lines echo a worker's death when written after it
     teardown_symptom: str
     cascade_exceptions: frozenset[str]
@@ -131,6 +132,7 @@ def parse_rules(document: dict[str, Any]) -> Rules:
         signal_aliases=dict(exits["signal_aliases"]),
         exit_records=frozenset(exits["records"]),
         first_observed=frozenset(exits["first_observed"]),
+        plain_exit_apart=frozenset(exits["plain_exit_apart"]),
         teardown_classes=_classes(exits["teardown_classes"], "exits.teardown_classes"),
         teardown_symptom=str(exits["teardown_symptom"]),
         cascade_exceptions=frozenset(document["exceptions"]["cascade_types"]),

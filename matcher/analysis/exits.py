@@ -259,9 +259,11 @@ def reporting_ranks(observations: list[Observation], rm: RankMap) -> set[int]:
 
 
 def died_silently(record: ExitRecord, observations: list[Observation], rm: RankMap) -> bool:
-    """Other ranks reported a failure (a lost peer, a timeout), the launcher stopped the others, and the
-    dead worker's own lines report none: it did not exit over a peer it lost, so its plain exit code
-    marks where the job broke."""
+    """The launcher stopped the other workers and the dead worker's own lines report no failure: it did
+    not exit over a peer it lost, so its plain exit code marks where the job broke. Where the launcher's
+    exit code also stands for any uncaught exception (torchrun), other ranks must have reported a failure
+    (a lost peer, a timeout) too; a launcher that reports exceptions apart (rules.toml
+    exits.plain_exit_apart: spawn) needs no such report."""
     if record.rank is None:
         return False
     reporters = reporting_ranks(observations, rm)
@@ -273,7 +275,9 @@ def died_silently(record: ExitRecord, observations: list[Observation], rm: RankM
         if "pid" in o.fields and rules().normal_signal(str(o.fields.get("signal", ""))) == "SIGTERM"
     }
     stopped.discard(str(record.obs.fields.get("pid")))
-    return bool(reporters and stopped) and record.rank not in reporters
+    if not stopped or record.rank in reporters:
+        return False
+    return bool(reporters) or record.obs.signature in rules().plain_exit_apart
 
 
 def teardown_echoes(observations: list[Observation], rm: RankMap) -> frozenset[int]:

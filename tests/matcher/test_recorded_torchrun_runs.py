@@ -1,8 +1,10 @@
-"""Diagnoses of real torchrun runs: four CPU ranks over gloo on loopback, one rank made to fail.
+"""Diagnoses of real torchrun and torch.multiprocessing.spawn runs: four CPU ranks over gloo on
+loopback, one rank made to fail.
 
-Nothing here is mocked or written from memory: each test launches torchrun (tests/fixtures/
-torchrun_faults.py), lets one rank die, raise, exit or stall, and diagnoses what the launcher and the
-ranks printed. Loopback addresses fill these logs, as on any single machine, and must never be a culprit.
+Nothing here is mocked or written from memory: each test launches torchrun or spawn (tests/fixtures/
+torchrun_faults.py), lets one rank die, raise, exit, stall or call another collective, and diagnoses what
+the launcher and the ranks printed. Loopback addresses fill these logs, as on any single machine, and
+must never be a culprit.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 from matcher.model import Diagnosis
 from matcher.pipeline import diagnose
 from tests.cli.helpers import run_cli
-from tests.fixtures.torchrun_faults import Run, run
+from tests.fixtures.torchrun_faults import Run, run, spawn
 
 pytest.importorskip("torch.distributed", reason="torch is needed to record real torchrun runs")
 
@@ -31,8 +33,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         "sleep": dict(fault="sleep", bad_rank=2, pg_timeout=6),
         "two-nodes-sigkill": dict(fault="sigkill", bad_rank=3, nodes=2, per_node=2),
         "two-nodes-exit": dict(fault="exit", bad_rank=3, nodes=2, per_node=2),
+        "detail-broadcast": dict(fault="broadcast", bad_rank=2, detail=True),
     }
     return {name: run(root / name, **kwargs) for name, kwargs in cases.items()}  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def spawned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("spawn")
+    return {fault: spawn(root / fault, fault, bad_rank=2) for fault in ("sigkill", "exception", "exit")}
 
 
 def _diagnose(*paths: Path) -> Diagnosis:
@@ -109,3 +118,39 @@ def test_of_one_root_cause_entry_per_agent_the_silent_exit_is_the_first_failure(
     d = _diagnose(*runs["two-nodes-exit"].console)
     assert d.culprit is not None and d.culprit.ranks == (3,)
     assert len(d.culprit.hosts) == 1 and d.culprit.hosts[0] in ("node0", "node1")
+
+
+def test_under_detail_debug_the_rank_whose_collective_differs_is_the_culprit(runs: dict[str, Run]) -> None:
+    # Every rank raises the mismatch and torchrun's Root Cause entry names whichever exited first; the
+    # reports themselves show which rank's collective differs from the others'.
+    d = _diagnose(*runs["detail-broadcast"].console)
+    assert _first_class(d) == "timeout/asymmetric-collectives"
+    assert d.culprit is not None and d.culprit.ranks == (2,)
+    assert "odd one out" in d.culprit.reason
+
+
+@pytest.mark.parametrize(
+    "fault, first_class, said",
+    [
+        ("sigkill", "system/host-oom", "killed by SIGKILL"),
+        ("exception", "application/python-exception", "raised ValueError at"),
+        ("exit", None, "exited with code 3"),
+    ],
+)
+def test_spawn_names_the_process_that_failed_first(
+    spawned: dict[str, Path], fault: str, first_class: str | None, said: str
+) -> None:
+    d = _diagnose(spawned[fault])
+    if first_class is not None:
+        assert _first_class(d) == first_class
+    assert d.culprit is not None and d.culprit.ranks == (2,) and d.culprit.hosts == ()
+    assert said in d.culprit.reason
+
+
+def test_spawn_s_exit_record_alone_names_nobody(spawned: dict[str, Path], tmp_path: Path) -> None:
+    # Without spawn's own lines stopping the other processes, nothing says the others still ran.
+    lines = spawned["exit"].read_text().splitlines()
+    [record] = [line for line in lines if "ProcessExitedException:" in line]
+    paste = tmp_path / "paste.log"
+    paste.write_text(record + "\n")
+    assert _diagnose(paste).culprit is None

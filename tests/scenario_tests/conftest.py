@@ -66,3 +66,21 @@ def slack_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlackApp]:
         slack.set_usergroup(ADMIN_GROUP, [GROUP_ADMIN])
         with running_server(server_env(slack, root)) as server:
             yield SlackApp(slack, server, f"sqlite:///{root / 'store.sqlite3'}", root, itertools.count(1))
+
+
+SERVER_LOG_LINES = 80
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that used the module's server shows that server's last log lines: a CI failure
+    ("condition not met within 60 s") then says what the server was doing, not only that it was late."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    app = getattr(item, "funcargs", {}).get("slack_app")
+    if report.failed and call.when == "call" and isinstance(app, SlackApp):
+        try:
+            tail = app.server.log().splitlines()[-SERVER_LOG_LINES:]
+        except OSError as error:
+            tail = [f"(server log unreadable: {error})"]
+        report.sections.append((f"ncclbot serve log (last {SERVER_LOG_LINES} lines)", "\n".join(tail)))
