@@ -464,7 +464,13 @@ def _handler_for(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            self._dispatch(self.rfile.read(length) if length else b"")
+            body = self.rfile.read(length) if length else b""
+            if len(body) < length:
+                # The client died between its headers and the end of its body (a `kill -9`): Slack acts
+                # on no request it did not receive whole, so neither is it recorded nor answered here.
+                self.close_connection = True
+                return
+            self._dispatch(body)
 
         def _dispatch(self, body: bytes) -> None:
             url = urlsplit(self.path)
