@@ -266,7 +266,6 @@ def died_silently(record: ExitRecord, observations: list[Observation], rm: RankM
     exits.plain_exit_apart: spawn) needs no such report."""
     if record.rank is None:
         return False
-    reporters = reporting_ranks(observations, rm)
     # Only where the launcher's own output is there, stopping the other workers (SIGTERM to their pids):
     # a paste of one survivor's lines beside a record says nothing of what the dead worker wrote.
     stopped = {
@@ -275,7 +274,10 @@ def died_silently(record: ExitRecord, observations: list[Observation], rm: RankM
         if "pid" in o.fields and rules().normal_signal(str(o.fields.get("signal", ""))) == "SIGTERM"
     }
     stopped.discard(str(record.obs.fields.get("pid")))
-    if not stopped or record.rank in reporters:
+    if not stopped:
+        return False
+    reporters = reporting_ranks(observations, rm)
+    if record.rank in reporters:
         return False
     return bool(reporters) or record.obs.signature in rules().plain_exit_apart
 

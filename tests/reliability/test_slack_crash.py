@@ -5,11 +5,12 @@ the evidence once and one "seen again" per repeat. (The 100 jobs fail on 32 host
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bot.store import Store
+from bot.store.queue import WorkQueue
 from tests.fakes.slack_api import FakeSlack, blocks_text, eventually, wait_idle
 from tests.reliability.load import concurrently
 from tests.scenario_tests import slack_requests as send
@@ -28,11 +29,9 @@ def answered(slack: FakeSlack, channel: str, asked: dict[str, Any]) -> bool:
 
 def unfinished(database: Path) -> list[tuple[Any, ...]]:
     """The queue's items not done, to say in a failure what was stuck and why."""
-    with sqlite3.connect(database) as connection:
-        return connection.execute(
-            "SELECT id, kind, group_key, status, attempts, available_at, last_error FROM work_items"
-            " WHERE status != 'done' ORDER BY id"
-        ).fetchall()
+    with Store.open(f"sqlite:///{database}") as store:
+        items = WorkQueue(store).items()
+    return [(i.id, i.kind, i.status, i.attempts, i.last_error) for i in items if i.status != "done"]
 
 
 def test_every_event_is_posted_exactly_once_after_a_kill_minus_nine(tmp_path: Path) -> None:
