@@ -34,6 +34,7 @@ class Confidence:
     unknown_alone: float
     echo_factor: float
     one_host_socket_factor: float
+    several_hosts_local_factor: float
     roce_lead: float
     version_mismatch_mass: float
     exit_record_mass: float
@@ -66,6 +67,7 @@ class Rules:
     setting_default_class: str
     setting_mass: float
     inter_node_classes: frozenset[str]  # discounted on one host (bare cascade evidence)
+    intra_node_classes: frozenset[str]  # discounted on several hosts (bare cascade evidence)
 
     def application_xid(self, xid: object) -> bool:
         try:
@@ -141,6 +143,7 @@ def parse_rules(document: dict[str, Any]) -> Rules:
         setting_default_class=settings["default_class"],
         setting_mass=float(settings["mass"]),
         inter_node_classes=_classes(document["hosts"]["inter_node_classes"], "hosts.inter_node_classes"),
+        intra_node_classes=_classes(document["hosts"]["intra_node_classes"], "hosts.intra_node_classes"),
     )
 
 

@@ -55,8 +55,9 @@ _CONTEXT_FACTS = ("nccl_version", "torch_version", "cuda_version", "driver_versi
 _TABLE_FACTS = ("seqnum", "optype", "pg", "timeout_ms", "numel_in")
 # Per-class facts and weights (application Xids, echoes, symptom order, ...) live in matcher/rules.toml.
 VERSION_CLASS = "config/version-mismatch"
-# A bare ncclSystemError is read as a socket that cannot reach its peer; on one host (peers over loopback)
-# the shared-memory segment that did not fit /dev/shm is the likelier failed system call.
+# A bare ncclSystemError is read as a shared-memory segment that did not fit /dev/shm or a socket that
+# cannot reach its peer; on one host (peers over loopback) the socket and IB readings are discounted, on a
+# job provably spread over several hosts the host-local /dev/shm reading is.
 # A retry timeout (status 12) right after init on RoCE devices, with no GID index chosen (or a different one
 # per host): the maintainers' first answer is the GID index, ahead of the generic IB transport reading.
 ROCE_CLASS = "network/roce-gid"
@@ -105,6 +106,9 @@ def analyze(scan: ScanResult, fr: FRFinding | None = None) -> Diagnosis:
         if hostscope.one_host(observations, rm):
             for cls in rules().inter_node_classes & masses.keys():
                 masses[cls] *= rules().confidence.one_host_socket_factor
+        elif hostscope.several_hosts(observations, rm):
+            for cls in rules().intra_node_classes & masses.keys():
+                masses[cls] *= rules().confidence.several_hosts_local_factor
         _recorded_death(observations, rm, masses, support)
         inference = infer(observations, cascades, table, fr, rm)
         for cls, amount in inference.masses.items():

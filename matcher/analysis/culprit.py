@@ -188,7 +188,8 @@ def _decide(
         return evidence_based
     if primary == RANK0 and _rank0_implicated(rank0_clue, root_obs, table, rm):
         host = rm.host_of.get(0)
-        what = f" ({rank0_clue.line.text.strip()[:80]})" if rank0_clue is not None else ""
+        # Progress tables pad with runs of spaces: one space each keeps the quote readable in a sentence.
+        what = f" ({' '.join(rank0_clue.line.text.split())[:80]})" if rank0_clue is not None else ""
         reason = f"rank 0 was busy with solo work{what} while its peers waited"
         if table.seqnum is not None:
             reason += f" in collective #{table.seqnum} ({table.optype or 'unknown op'}) until the timeout"

@@ -1,4 +1,4 @@
-"""Whether a bundle shows a job confined to one host.
+"""Whether a bundle shows a job confined to one host, or spread over several.
 
 A paste often holds one node's lines of a multi-node job, so one host name alone proves nothing. A bundle
 counts as single-host only when every host it names is the same one AND something positive says the job
@@ -26,3 +26,11 @@ def one_host(observations: list[Observation], ranks: RankMap) -> bool:
     intra_node = any(t.startswith(_INTRA_NODE) for t in transports)
     listed = any(o.role == "context" and "host" in o.fields and "rank" in o.fields for o in observations)
     return intra_node or listed
+
+
+def several_hosts(observations: list[Observation], ranks: RankMap) -> bool:
+    """Provably more than one host: two host names, an inter-node (NET/) channel, or more ranks than one
+    host holds."""
+    hosts = set(ranks.hosts) | {h for h in (ranks.host(o) for o in observations) if h}
+    inter_node = any(str(o.fields.get("transport", "")).startswith("NET/") for o in observations)
+    return len(hosts) > 1 or inter_node or (ranks.world_size or 0) > GPUS_PER_HOST

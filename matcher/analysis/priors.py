@@ -18,7 +18,7 @@ from typing import Any
 
 from matcher.analysis import exits
 from matcher.analysis.crossrank import TableVerdict
-from matcher.analysis.hostscope import GPUS_PER_HOST, one_host
+from matcher.analysis.hostscope import one_host, several_hosts
 from matcher.analysis.rankmap import RankMap, as_int
 from matcher.model import Observation
 from matcher.rules import PRIORS_FILE
@@ -171,12 +171,6 @@ def _sync_point(table: TableVerdict) -> bool:
     return op == "BROADCAST" and (table.numel_in is None or table.numel_in <= _SMALL_BROADCAST_NUMEL)
 
 
-def _several_hosts(observations: list[Observation], rm: RankMap) -> bool:
-    hosts = set(rm.hosts) | {h for h in (rm.host(o) for o in observations) if h}
-    inter_node = any(str(o.fields.get("transport", "")).startswith("NET/") for o in observations)
-    return len(hosts) > 1 or inter_node or (rm.world_size or 0) > GPUS_PER_HOST
-
-
 def context_of(
     observations: list[Observation], symptom: str | None, table: TableVerdict, rm: RankMap
 ) -> Context:
@@ -189,7 +183,7 @@ def context_of(
         sync_point=_sync_point(table),
         timeout_ms=table.timeout_ms,
         one_host=one_host(observations, rm),
-        several_hosts=_several_hosts(observations, rm),
+        several_hosts=several_hosts(observations, rm),
         errors=errors,
         exit_signal=death.signal if death is not None else None,
         named_classes=frozenset(c for o in observations for c in o.classes),
