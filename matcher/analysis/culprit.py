@@ -186,7 +186,7 @@ def _decide(
     )
     if evidence_based:
         return evidence_based
-    if primary == RANK0 and _rank0_implicated(rank0_clue, root_obs, table, rm):
+    if primary == RANK0 and _rank0_implicated(rank0_clue, root_obs, cascades, table, rm):
         host = rm.host_of.get(0)
         # Progress tables pad with runs of spaces: one space each keeps the quote readable in a sentence.
         what = f" ({' '.join(rank0_clue.line.text.split())[:80]})" if rank0_clue is not None else ""
@@ -208,10 +208,17 @@ def _decide(
 
 
 def _rank0_implicated(
-    clue: Observation | None, root_obs: list[Observation], table: TableVerdict, rm: RankMap
+    clue: Observation | None,
+    root_obs: list[Observation],
+    cascades: list[Observation],
+    table: TableVerdict,
+    rm: RankMap,
 ) -> bool:
-    """Rank 0 is named only when a line ties the solo work to it or the others visibly waited for it."""
-    if clue is not None and rm.rank(clue) in (0, None):
+    """Rank 0 is named only when a line ties the solo work to it or the others visibly waited for it. A clue
+    alone (a title saying a checkpoint was being saved) shows no one waiting: it names nobody; a root line
+    of the class (a rank waiting in main_process_first) is itself the wait."""
+    waited = bool(cascades or table.reporters) or (clue is not None and clue.role == "root")
+    if clue is not None and rm.rank(clue) in (0, None) and waited:
         return True
     if any(rm.rank(o) in (0, None) for o in root_obs):
         return True

@@ -1055,6 +1055,16 @@ def _json_character(found: re.Match[bytes]) -> bytes:
     return found.group(1) + chr(code).encode("utf-8")
 
 
+# Chinese, Japanese and Korean prose runs English words and numbers into its characters without a space
+# ("出现了socketFinalizeAccept: wrong type 3 != 4错误"). CJK characters are word characters to a regex, so a
+# pattern's word boundary never holds there: a space goes between an ASCII letter or digit and a CJK
+# character (three-byte UTF-8 sequences led by 0xE3-0xED: CJK punctuation, kana, ideographs, Hangul).
+_CJK_BOUNDARY = re.compile(
+    rb"(?<=[0-9A-Za-z])(?=[\xe3-\xed][\x80-\xbf][\x80-\xbf])|(?<=[\xe3-\xed][\x80-\xbf][\x80-\xbf])(?=[0-9A-Za-z])"
+)
+_CJK_LEAD = re.compile(rb"[\xe3-\xed]")
+
+
 def _may_hold_pasted(block: bytes) -> bool:
     return b"\xc2" in block or b"\xe3" in block or b"\xef" in block or _PASTED_E2.search(block) is not None
 
@@ -1076,7 +1086,8 @@ def clean_block(block: bytes, cap: int, pasted: bool = False) -> bytes:
     `&#39;`, `&amp;`...) and the `\\u003c`-style escapes of JSON records are unescaped, and where the
     block may be `pasted` (see PASTE_BYTES), outside ASCII, no-break and ideographic spaces become
     spaces, zero-width characters (and byte order marks) go, typographic quotes and full-width ASCII
-    punctuation of CJK input methods (`：`, `，`, `（`) become ASCII. Each is a C-speed test
+    punctuation of CJK input methods (`：`, `，`, `（`) become ASCII, and a space separates ASCII words
+    from CJK characters run into them. Each is a C-speed test
     first: a healthy machine-written log is ASCII, without tabs, `&` or `\\u`, and pays four C-speed scans
     of the block."""
     if len(block) > cap + 1:
@@ -1092,8 +1103,11 @@ def clean_block(block: bytes, cap: int, pasted: bool = False) -> bytes:
         block = _JSON_ESCAPE.sub(_json_character, block)
     if b"&" in block:
         block = _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], block)
-    if pasted and not block.isascii() and _may_hold_pasted(block):
-        block = _PASTED.sub(_plain_character, block)
+    if pasted and not block.isascii():
+        if _may_hold_pasted(block):
+            block = _PASTED.sub(_plain_character, block)
+        if _CJK_LEAD.search(block) is not None:
+            block = _CJK_BOUNDARY.sub(b" ", block)
     return block
 
 

@@ -93,3 +93,83 @@ def test_a_timed_out_communicator_id_fetch_guesses_rank_0_late_before_the_rendez
         "Socket Timeout\n"
     )
     assert class_ids(diagnose_text(tmp_path, text))[:2] == ["timeout/rank0-only-work", "rendezvous/store"]
+
+
+def test_a_cut_oom_kill_summary_is_still_the_kernel_oom_killer(tmp_path: Path) -> None:
+    # The kernel writes this summary only for the victim it chose; the paste stops before task= / pid=.
+    text = (
+        "[81234.551190] [  31881]  1000 31881 274650088 243385180 1957441536     7930          -998 python\n"
+        "[81234.551200] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=a1b2c3,mems_allowed=0-7\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "system/host-oom"
+
+
+def test_an_nccl_symbol_named_without_its_colon_is_a_build_mismatch(tmp_path: Path) -> None:
+    text = "undefined symbol ncclCommRegister when importing torch\n"
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "config/version-mismatch"
+
+
+def test_a_bare_store_wait_timeout_guesses_a_late_writer_before_the_rendezvous(tmp_path: Path) -> None:
+    diagnosis = diagnose_text(tmp_path, "RuntimeError: Socket Timeout\n")
+    assert class_ids(diagnosis)[:2] == ["timeout/rank0-only-work", "rendezvous/store"]
+    assert diagnosis.culprit is None
+
+
+def test_a_title_naming_a_checkpoint_save_names_no_rank_when_nobody_is_seen_waiting(tmp_path: Path) -> None:
+    title = diagnose_text(tmp_path, "Processes killed when saving checkpoints during training with zero2\n")
+    assert title.culprit is None
+    # The same clue beside the peers' timeouts does name rank 0.
+    waited = diagnose_text(
+        tmp_path,
+        "[INFO|trainer.py:3000] >> Saving model checkpoint to /out/checkpoint-500\n"
+        + "".join(
+            f"[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+            "timeout: "
+            "WorkNCCL(SeqNum=9001, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+            "1800064 milliseconds before timing out.\n"
+            for r in (1, 2, 3)
+        ),
+    )
+    assert waited.culprit is not None and waited.culprit.ranks == (0,)
+
+
+def test_english_run_into_chinese_prose_is_read_like_a_spaced_line(tmp_path: Path) -> None:
+    # Chinese prose puts no space around an English message; the message's own reading must still hold.
+    run_in = diagnose_text(tmp_path, "两台机器训练,出现了socketFinalizeAccept: wrong type 3 != 4错误。\n")
+    assert class_ids(run_in)[0] == "network/ib-rdma"
+
+
+def test_a_digit_run_into_a_chinese_card_count_is_no_hang(tmp_path: Path) -> None:
+    # "8卡在训练" is "eight cards are training", spaced or not; "卡在" alone is "stuck at".
+    assert diagnose_text(tmp_path, "8卡在训练 llama, 一切正常\n").symptom != "hang-reported"
+    assert diagnose_text(tmp_path, "训练卡在第一个allreduce\n").symptom == "hang-reported"
+
+
+@pytest.mark.parametrize(
+    "line, first",
+    [
+        (
+            "gpu-a17:40121:40311 [2] graph/topo.h:230 NCCL WARN Could not find NET with id 0",
+            "nccl/nvls-or-algorithm",
+        ),
+        (
+            "rig-05:4766:4780 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem 79856",
+            "nccl/nvls-or-algorithm",
+        ),
+        ("DataLoader worker (pid xxx) is killed by signal", "system/host-oom"),
+    ],
+)
+def test_release_bugs_and_cut_worker_deaths_are_read(tmp_path: Path, line: str, first: str) -> None:
+    assert class_ids(diagnose_text(tmp_path, line + "\n"))[0] == first
+
+
+def test_the_watchdogs_stack_alone_is_a_collective_timeout(tmp_path: Path) -> None:
+    text = (
+        "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+        "std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in /opt/venv/lib/libtorch_cuda.so)\n"
+        "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x1554e9e16333 in "
+        "/opt/venv/lib/libtorch_cuda.so)\n"
+    )
+    diagnosis = diagnose_text(tmp_path, text)
+    assert diagnosis.symptom == "collective-timeout"
+    assert {"timeout/asymmetric-collectives", "timeout/rank0-only-work"} <= set(class_ids(diagnosis)[:3])
