@@ -31,6 +31,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         "exception": dict(fault="exception", bad_rank=2),
         "exit": dict(fault="exit", bad_rank=2),
         "sleep": dict(fault="sleep", bad_rank=2, pg_timeout=6),
+        "monitored": dict(fault="monitored", bad_rank=2),
         "two-nodes-sigkill": dict(fault="sigkill", bad_rank=3, nodes=2, per_node=2),
         "two-nodes-exit": dict(fault="exit", bad_rank=3, nodes=2, per_node=2),
         "detail-broadcast": dict(fault="broadcast", bad_rank=2, detail=True),
@@ -92,6 +93,14 @@ def test_the_one_rank_whose_own_log_reports_no_timeout_never_joined_the_collecti
     # The launcher's output alone shows the timed-out ranks failing first: it names no wrong rank.
     console = _diagnose(*runs["sleep"].console)
     assert console.culprit is None or console.culprit.ranks == (2,)
+
+
+def test_a_monitored_barrier_names_the_rank_that_never_came_not_its_coordinator(runs: dict[str, Run]) -> None:
+    # Rank 0 reports "Rank 2 failed to pass monitoredBarrier"; ranks 1 and 3 report errors "from rank 0",
+    # the barrier's coordinator, which only relayed rank 2's absence (and exited first).
+    for paths in (runs["monitored"].console, runs["monitored"].log_dirs):
+        d = _diagnose(*paths)
+        assert d.culprit is not None and d.culprit.ranks == (2,)
 
 
 @pytest.mark.parametrize("fault, culprit", [("sigkill", 3), ("segv", 2), ("exit", 2)])

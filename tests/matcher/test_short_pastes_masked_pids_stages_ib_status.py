@@ -173,3 +173,34 @@ def test_the_watchdogs_stack_alone_is_a_collective_timeout(tmp_path: Path) -> No
     diagnosis = diagnose_text(tmp_path, text)
     assert diagnosis.symptom == "collective-timeout"
     assert {"timeout/asymmetric-collectives", "timeout/rank0-only-work"} <= set(class_ids(diagnosis)[:3])
+
+
+def test_accelerates_own_port_check_is_the_store_port_in_use(tmp_path: Path) -> None:
+    text = (
+        "ConnectionError: Tried to launch distributed communication on port `29500`, but another process is "
+        "utilizing it. Please specify a different port (such as using the `--main_process_port` flag).\n"
+    )
+    assert class_ids(diagnose_text(tmp_path, text))[0] == "rendezvous/store"
+
+
+def test_an_nccl_invalid_argument_alone_guesses_builds_that_do_not_work_together(tmp_path: Path) -> None:
+    text = (
+        "nodeA:2396:2428 [0] misc/argcheck.cc:40 NCCL WARN Reduce : invalid root 0 (root should be in the "
+        "0..0 range)\nterminate called after throwing an instance of 'std::runtime_error'\n"
+        "  what():  NCCL Error 4: invalid argument\n"
+    )
+    diagnosis = diagnose_text(tmp_path, text)
+    assert class_ids(diagnosis)[0] == "config/version-mismatch"
+    assert diagnosis.primary.confidence <= 0.45  # a guess looks like one
+
+
+def test_a_c10d_socket_wait_timeout_is_a_store_wait_beside_rank_0s_tokenising(tmp_path: Path) -> None:
+    text = (
+        "Tokenizing Prompts (num_proc=64):  92%|█████████▏| 328986/359152 [29:58<12:05, 41.59 examples/s]\n"
+        "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, "
+        "addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms\n"
+    )
+    diagnosis = diagnose_text(tmp_path, text)
+    assert diagnosis.symptom == "store-lost"
+    assert class_ids(diagnosis)[:2] == ["timeout/rank0-only-work", "rendezvous/store"]
+    assert diagnosis.culprit is not None and diagnosis.culprit.ranks == (0,)
